@@ -1,0 +1,3 @@
+from harness_run.cli import main
+
+raise SystemExit(main())

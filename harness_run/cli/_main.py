@@ -1,0 +1,77 @@
+"""Entry point: builds the argparse tree from the per-noun modules and maps errors to exit codes.
+
+Exit codes: 0 ok, 1 the run failed (``is_error``), 2 bad input (spec, arguments), 3 infrastructure.
+Errors print one readable message, never a traceback (set ``HARNESS_RUN_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+from harness_run.errors import HarnessRunError, InfrastructureError, RunError, UsageError
+
+# Each module defines ``register(subparsers)``; commands set ``func`` (args -> exit code).
+_COMMAND_MODULES = ("_spec", "_run", "_sessions", "_mock")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="harness-run", description="Run coding agents through one API.")
+    from harness_run._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"harness-run {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in _COMMAND_MODULES:
+        try:
+            module = import_module(f"harness_run.cli.{name}")
+        except ModuleNotFoundError as exc:  # a command module not written yet
+            if exc.name == f"harness_run.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Handler | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except UsageError as exc:
+        return _fail(exc, 2)
+    except InfrastructureError as exc:
+        return _fail(exc, 3)
+    except RunError as exc:
+        return _fail(exc, 1)
+    except HarnessRunError as exc:
+        return _fail(exc, 1)
+
+
+def _fail(exc: BaseException, code: int) -> int:
+    if os.environ.get("HARNESS_RUN_DEBUG"):
+        raise exc
+    sys.stderr.write(f"error: {exc}\n")
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""One error tree for harness-run, split by audience.
+
+- :class:`SpecError` and :class:`UsageError` — the caller's input is wrong; the message names the
+  field (``path``) and says how to fix it. Never retryable.
+- :class:`RunError` — a turn could not run or ended badly (harness crash, missing binary, protocol
+  error). Carries the exit code and the stderr tail where there is one.
+- :class:`InfrastructureError` — something we depend on (Docker, the store, a registry) failed;
+  ``retryable`` says whether trying again may help.
+
+Every message is safe to log: secret values never appear in it (see ``redact``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "BuildError",
+    "HarnessNotFoundError",
+    "HarnessRunError",
+    "InfrastructureError",
+    "ProtocolError",
+    "RunError",
+    "SessionBusyError",
+    "SessionNotFoundError",
+    "SpecError",
+    "SpecIssue",
+    "StoreError",
+    "UsageError",
+    "redact",
+]
+
+
+class HarnessRunError(Exception):
+    """Base of every error harness-run raises on purpose."""
+
+    retryable: bool = False
+
+
+class UsageError(HarnessRunError, ValueError):
+    """The API or CLI was called wrongly; the message says how to call it."""
+
+
+class SpecIssue:
+    """One problem found in a spec: where (a dotted path), what, and how to fix it."""
+
+    __slots__ = ("fix", "message", "path")
+
+    def __init__(self, path: str, message: str, fix: str = "") -> None:
+        self.path = path or "<spec>"
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}"
+        return f"{text} (fix: {self.fix})" if self.fix else text
+
+    def __repr__(self) -> str:
+        return f"SpecIssue({self.path!r}, {self.message!r}, {self.fix!r})"
+
+
+class SpecError(UsageError):
+    """An AgentSpec, SessionConfig or TurnConfig is invalid.
+
+    ``issues`` lists every problem with its field path; ``str()`` shows them one per line.
+    """
+
+    def __init__(self, issues: Iterable[SpecIssue], *, source: str | None = None) -> None:
+        self.issues = list(issues)
+        self.source = source
+        head = f"invalid spec{f' in {source}' if source else ''}"
+        body = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f"{head}:\n{body}" if body else head)
+
+    @property
+    def paths(self) -> list[str]:
+        return [issue.path for issue in self.issues]
+
+
+class RunError(HarnessRunError):
+    """A turn could not be run or the harness failed outside the model's control."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: str = "") -> None:
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+        text = message
+        if exit_code is not None:
+            text += f" (exit code {exit_code})"
+        if stderr_tail:
+            text += f"\n--- stderr (last lines) ---\n{stderr_tail}"
+        super().__init__(text)
+
+
+class HarnessNotFoundError(RunError):
+    """The harness CLI binary is not installed where we looked."""
+
+
+class ProtocolError(RunError):
+    """The harness printed something we could not understand."""
+
+
+class SessionBusyError(UsageError):
+    """``run()`` was called while the session's previous turn is still running."""
+
+
+class SessionNotFoundError(UsageError, KeyError):
+    """No session with that id exists in the engine's store."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InfrastructureError(HarnessRunError):
+    """A dependency (Docker, a registry, the history store) failed."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class BuildError(InfrastructureError):
+    """Building or staging the agent image failed."""
+
+
+class StoreError(InfrastructureError):
+    """The history store could not read or write a record."""
+
+
+def redact(text: str, secrets: Mapping[str, str] | Iterable[str] | None) -> str:
+    """Replace every secret value found in ``text`` with ``***``.
+
+    Values shorter than 4 characters are left alone (they would mangle ordinary text).
+    """
+    if not secrets or not text:
+        return text
+    values = secrets.values() if isinstance(secrets, Mapping) else secrets
+    for value in sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(value, "***")
+    return text

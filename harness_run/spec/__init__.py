@@ -1,0 +1,52 @@
+"""The declarative input: ``AgentSpec``, its value types, and the session/turn overlays."""
+
+from harness_run.spec._agent import (
+    HARNESSES,
+    AgentSpec,
+    Harness,
+    OutputSchema,
+    PermissionMode,
+    ReasoningEffort,
+    json_schema_of,
+)
+from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
+from harness_run.spec._values import (
+    GitRepo,
+    GitSkill,
+    LocalSkill,
+    McpServer,
+    Network,
+    RemoteMcpServer,
+    RepoSource,
+    Resources,
+    Secret,
+    SkillSource,
+    StdioMcpServer,
+    SystemPrompt,
+)
+
+__all__ = [
+    "DEPLOY_ONLY_FIELDS",
+    "HARNESSES",
+    "AgentSpec",
+    "GitRepo",
+    "GitSkill",
+    "Harness",
+    "LocalSkill",
+    "McpServer",
+    "Network",
+    "OutputSchema",
+    "PermissionMode",
+    "ReasoningEffort",
+    "RemoteMcpServer",
+    "RepoSource",
+    "Resources",
+    "Secret",
+    "SessionConfig",
+    "SkillSource",
+    "StdioMcpServer",
+    "SystemPrompt",
+    "TurnConfig",
+    "effective_spec",
+    "json_schema_of",
+]

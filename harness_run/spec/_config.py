@@ -1,0 +1,118 @@
+"""``SessionConfig`` and ``TurnConfig``: sparse overlays stacked spec <- session <- turn.
+
+Only fields that were explicitly given override (``None`` given explicitly clears a limit);
+everything else is inherited. Deploy-only fields (name, packages, skills, images, …) cannot be
+overlaid: they are baked into the image, so changing them means deploying a new spec version.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, field_serializer, field_validator, model_validator
+
+from harness_run.errors import SpecError, SpecIssue
+from harness_run.spec._agent import (
+    AgentSpec,
+    Harness,
+    PermissionMode,
+    ReasoningEffort,
+    check_output_schema,
+    json_schema_of,
+    parse_duration,
+)
+from harness_run.spec._base import SpecModel, spec_fail
+from harness_run.spec._values import SystemPrompt
+
+__all__ = ["DEPLOY_ONLY_FIELDS", "SessionConfig", "TurnConfig", "effective_spec"]
+
+DEPLOY_ONLY_FIELDS: frozenset[str] = frozenset(
+    {"name", "extra_harnesses", "skills", "repos", "mcp_servers", "packages", "system_packages",
+     "secrets", "env", "checkpoint", "resources", "network", "setup_script"}
+)
+
+
+class _Overlay(SpecModel):
+    model: str | None = None
+    system_prompt: SystemPrompt | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    disallowed_tools: tuple[str, ...] | None = None
+    permission_mode: PermissionMode | None = None
+    max_turns: int | None = Field(default=None, gt=0)
+    max_budget_usd: float | None = Field(default=None, gt=0)
+    reasoning_effort: ReasoningEffort | None = None
+    output_schema: Any = None
+    timeout: float | None = Field(default=None, gt=0)
+    model_base_url: str | None = None
+
+    _kind: ClassVar[str] = "config"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deploy_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if cls._kind == "turn" and "harness" in data:
+                raise spec_fail("the harness cannot change within a session",
+                                "start a new session with SessionConfig(harness=...)", field="harness")
+            for key in sorted(k for k in data if k in DEPLOY_ONLY_FIELDS):
+                raise spec_fail(f"cannot be changed per {cls._kind}: it is part of the deployed image",
+                                "deploy a new spec version with the change", field=key)
+        return data
+
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _output_schema(cls, value: Any) -> Any:
+        return check_output_schema(value)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+    @field_serializer("output_schema")
+    def _dump_schema(self, value: Any) -> dict[str, Any] | None:
+        return json_schema_of(value)
+
+    def to_dict(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
+        """Only the explicitly set fields: the overlay as given."""
+        return self.model_dump(mode="json", include=set(self.model_fields_set))
+
+
+class SessionConfig(_Overlay):
+    """Per-session overlay, bound at ``engine.start_session(config=...)``.
+
+    ``harness`` picks one of the harnesses baked into the engine's image.
+    """
+
+    _kind: ClassVar[str] = "session"
+    harness: Harness | None = None
+
+
+class TurnConfig(_Overlay):
+    """Per-turn overlay for ``session.run(..., config=...)`` / ``send``."""
+
+    _kind: ClassVar[str] = "turn"
+
+
+def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
+    """Apply overlays in order (session, then turn) and re-check the result as a whole."""
+    merged: dict[str, Any] = {}
+    for overlay in overlays:
+        if overlay is not None:
+            merged.update(overlay.set_fields())
+    if not merged:
+        return spec
+    harness = merged.get("harness")
+    if harness is not None and harness not in spec.harnesses:
+        raise SpecError([SpecIssue("harness", f"{harness!r} is not baked into engine {spec.name!r} "
+                                   f"(it has {list(spec.harnesses)})",
+                                   f"deploy the spec with extra_harnesses=[{harness!r}]")])
+    if harness is not None and harness != spec.harness:
+        merged["extra_harnesses"] = tuple(h for h in spec.harnesses if h != harness)
+    data = {name: getattr(spec, name) for name in AgentSpec.model_fields}
+    data.update(merged)
+    try:
+        return AgentSpec(**data)
+    except SpecError as exc:
+        raise SpecError(exc.issues, source="spec + session/turn config") from None
+

@@ -1,0 +1,71 @@
+"""YAML in and out for spec files: safe loading, duplicate keys refused, stable output.
+
+Imported lazily by the spec (PyYAML costs ~30 ms to import).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness_run.errors import SpecError, SpecIssue
+
+__all__ = ["dump_yaml", "load_spec_file", "load_yaml"]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML would silently keep the last one)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        try:
+            duplicate = key in seen
+        except TypeError:  # unhashable key
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark) from None
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)  # type: ignore[no-untyped-call]
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(source: str | Path) -> tuple[Any, str | None]:
+    """Parse YAML from a path (Path, or a str naming an existing file) or from text."""
+    name: str | None = None
+    if isinstance(source, Path) or ("\n" not in source and Path(source).is_file()):
+        name = str(source)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError([SpecIssue("<file>", f"cannot read {name}: {exc}", "check the path")]) from None
+    else:
+        text = source
+    try:
+        return yaml.load(text, Loader=_StrictLoader), name  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "<yaml>"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError([SpecIssue(where, f"not valid YAML: {problem}", "fix the YAML syntax")],
+                        source=name) from None
+    except RecursionError:
+        raise SpecError([SpecIssue("<yaml>", "nested too deeply", "simplify the file")], source=name) from None
+
+
+def load_spec_file(path: str | Path) -> tuple[Any, str]:
+    """Read a spec file: ``.json`` as JSON, anything else as YAML (JSON is valid YAML too)."""
+    data, name = load_yaml(Path(path))
+    return data, name or str(path)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
