@@ -1,0 +1,19 @@
+"""Harness drivers, side by side: one module per harness CLI behind the ``HarnessDriver`` port."""
+
+from harness_run.harness._base import HarnessDriver, LaunchPlan, LineParser, TurnContext
+
+__all__ = ["HarnessDriver", "LaunchPlan", "LineParser", "TurnContext", "get_driver"]
+
+
+def get_driver(harness: str) -> HarnessDriver:
+    """The driver for a harness name; raises RunError for a harness without a local driver yet."""
+    if harness == "claude-code":
+        from harness_run.harness.claude_code import ClaudeCodeDriver
+
+        return ClaudeCodeDriver()
+    from harness_run.errors import UsageError
+
+    raise UsageError(
+        f"the {harness!r} harness has no local driver in this version of harness-run; "
+        "use harness='claude-code' (Codex and OpenCode drivers are planned)"
+    )

@@ -1,0 +1,87 @@
+"""The harness driver port: how a runtime launches one turn of a harness CLI and reads it back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from harness_run.events import AgentEvent, RunResult
+from harness_run.spec import AgentSpec
+
+__all__ = ["HarnessDriver", "LaunchPlan", "LineParser", "TurnContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """Everything a driver needs for one turn. ``spec`` is the effective spec (overlays applied)."""
+
+    spec: AgentSpec
+    prompt: str
+    session_id: str
+    turn: int
+    workspace: Path
+    home: Path
+    env: Mapping[str, str]
+    resume: bool
+    """True when the harness already has a native session to continue."""
+    native_session_id: str | None = None
+    prompt_overridden: bool = False
+    """True when this turn's system prompt differs from the session's (no prompt snapshot)."""
+    binary: str | None = None
+    skills_dir: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None = None
+    """Written to stdin at start. With ``keep_stdin_open`` stdin stays open for steering."""
+    keep_stdin_open: bool = False
+    files: dict[Path, str] = field(default_factory=dict[Path, str])
+    """Config files to write before launch (absolute path -> text)."""
+
+
+class LineParser(Protocol):
+    """Stateful translation of one turn's stdout lines into events and a result."""
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        """Events for one stdout line (may be none). Must not raise on odd input."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """True once the harness has reported its final result for the turn."""
+        ...
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The turn's result once the process has ended (or was stopped)."""
+        ...
+
+
+class HarnessDriver(Protocol):
+    """One harness CLI. Contract:
+
+    - ``locate()`` returns the binary path or raises ``HarnessNotFoundError`` saying how to install it;
+    - ``launch(ctx)`` is pure: argv, env and config files for the turn (no secret values in argv);
+    - ``parser(ctx)`` returns a fresh ``LineParser`` for the turn;
+    - ``steer(text)`` returns the bytes to write to stdin to add a user message mid-turn, or None;
+    - ``native_files(ctx)`` lists the harness's own session files (transcripts) to checkpoint, and
+      ``native_restore_dir(ctx)`` says where they go back for a resume from ``ctx.workspace``.
+    """
+
+    name: str
+
+    def locate(self, override: str | None = None) -> str: ...
+
+    def launch(self, ctx: TurnContext) -> LaunchPlan: ...
+
+    def parser(self, ctx: TurnContext) -> LineParser: ...
+
+    def steer(self, text: str) -> bytes | None: ...
+
+    def native_files(self, ctx: TurnContext) -> list[Path]: ...
+
+    def native_restore_dir(self, ctx: TurnContext) -> Path: ...

@@ -1,0 +1,272 @@
+"""Claude Code driver: the ``claude`` CLI's headless stream-json protocol, spoken directly.
+
+We do not import ``claude-agent-sdk`` (its import alone costs ~0.5 s, as long as a scripted turn);
+we only use the ``claude`` binary its wheel bundles, located without importing the package.
+See DESIGN.md, "Harness control".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from harness_run.errors import HarnessNotFoundError
+from harness_run.events import (
+    AgentEvent,
+    ErrorEvent,
+    MessageEvent,
+    RunResult,
+    StatusEvent,
+    StopReason,
+    ThinkingEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+)
+from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._files import claude_files
+
+__all__ = ["ClaudeCodeDriver"]
+
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+_STOP = {
+    "success": "completed",
+    "error_max_turns": "max_turns",
+    "error_max_budget_usd": "max_budget",
+    "error_during_execution": "error",
+}
+# Always set for the CLI: no traffic to the vendor besides the model endpoint, no auto-update.
+_FIXED_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
+}
+_INSTALL_HINT = (
+    'install it with `pip install "harness-run[local]"` (the claude-agent-sdk wheel bundles the '
+    "binary), or `npm install -g @anthropic-ai/claude-code`, or set HARNESS_RUN_CLAUDE_BIN"
+)
+
+
+def bundled_claude() -> str | None:
+    """Path of the ``claude`` binary inside the installed claude-agent-sdk wheel, without importing it."""
+    try:
+        found = find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+    for location in (found.submodule_search_locations or []) if found else []:
+        candidate = Path(location) / "_bundled" / "claude"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def project_dir_name(cwd: Path) -> str:
+    """How Claude Code names a working directory under ``$CLAUDE_CONFIG_DIR/projects``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+class ClaudeCodeDriver:
+    name = "claude-code"
+
+    def locate(self, override: str | None = None) -> str:
+        for candidate in (override, os.environ.get("HARNESS_RUN_CLAUDE_BIN")):
+            if candidate:
+                if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+                    return candidate
+                raise HarnessNotFoundError(f"the claude binary {candidate!r} does not exist or is not "
+                                           f"executable; {_INSTALL_HINT}")
+        found = bundled_claude() or shutil.which("claude")
+        if not found:
+            raise HarnessNotFoundError(f"Claude Code (`claude`) is not installed; {_INSTALL_HINT}")
+        return found
+
+    def config_dir(self, ctx: TurnContext) -> Path:
+        return ctx.home / ".claude"
+
+    def launch(self, ctx: TurnContext) -> LaunchPlan:
+        spec = ctx.spec
+        argv = [
+            self.locate(ctx.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+            "--verbose", "--model", spec.model, "--permission-mode", spec.permission_mode,
+            "--permission-prompts", "none", "--setting-sources", "project,local",
+        ]
+        argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
+        if spec.system_prompt.mode == "replace":
+            argv += ["--system-prompt", spec.system_prompt.text]
+        elif spec.system_prompt.text:
+            argv += ["--append-system-prompt", spec.system_prompt.text]
+        if ctx.prompt_overridden:
+            argv += ["--system-prompt-snapshot", "off"]
+        if spec.allowed_tools:
+            argv += ["--allowedTools", ",".join(spec.allowed_tools)]
+        if spec.disallowed_tools:
+            argv += ["--disallowedTools", ",".join(spec.disallowed_tools)]
+        if spec.max_turns is not None:
+            argv += ["--max-turns", str(spec.max_turns)]
+        if spec.max_budget_usd is not None:
+            argv += ["--max-budget-usd", f"{spec.max_budget_usd:g}"]
+        if spec.reasoning_effort is not None:
+            argv += ["--effort", _EFFORT[spec.reasoning_effort]]
+        schema = spec.output_json_schema
+        if schema is not None:
+            argv += ["--json-schema", json.dumps(schema, sort_keys=True, separators=(",", ":"))]
+        files: dict[Path, str] = {}
+        for rel, text in claude_files(spec).items():
+            path = ctx.home / "harness-run" / rel
+            files[path] = text
+            if rel.endswith("mcp.json"):
+                argv += ["--mcp-config", str(path), "--strict-mcp-config"]
+            elif rel.endswith("settings.json"):
+                argv += ["--settings", str(path)]
+        env = dict(ctx.env)
+        env.update(_FIXED_ENV)
+        env["CLAUDE_CONFIG_DIR"] = str(self.config_dir(ctx))
+        if spec.permission_mode == "bypassPermissions":
+            env["IS_SANDBOX"] = "1"  # root refuses bypass without it; we run in an isolated workspace
+        message = {"type": "user", "message": {"role": "user", "content": ctx.prompt},
+                   "parent_tool_use_id": None, "session_id": ctx.session_id}
+        return LaunchPlan(argv=argv, env=env, stdin=(json.dumps(message) + "\n").encode(),
+                          keep_stdin_open=True, files=files)
+
+    def steer(self, text: str) -> bytes | None:
+        message = {"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": None}
+        return (json.dumps(message) + "\n").encode()
+
+    def parser(self, ctx: TurnContext) -> LineParser:
+        return _ClaudeParser(ctx)
+
+    def native_restore_dir(self, ctx: TurnContext) -> Path:
+        return self.config_dir(ctx) / "projects" / project_dir_name(ctx.workspace)
+
+    def native_files(self, ctx: TurnContext) -> list[Path]:
+        projects = self.config_dir(ctx) / "projects"
+        return sorted(projects.glob(f"*/{ctx.session_id}.jsonl")) if projects.is_dir() else []
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [str(item.get("text", "")) for item in content if isinstance(item, dict)]
+        return "\n".join(p for p in parts if p)
+    return "" if content is None else json.dumps(content)
+
+
+def _usage(raw: dict[str, Any] | None) -> Usage:
+    raw = raw or {}
+
+    def num(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return Usage(input_tokens=num("input_tokens"), output_tokens=num("output_tokens"),
+                 cache_read_tokens=num("cache_read_input_tokens"),
+                 cache_write_tokens=num("cache_creation_input_tokens"))
+
+
+class _ClaudeParser:
+    def __init__(self, ctx: TurnContext) -> None:
+        self._ctx = ctx
+        self._result: dict[str, Any] | None = None
+        self._texts: list[str] = []
+        self._unparsed: list[str] = []
+        self._lines = 0
+
+    @property
+    def finished(self) -> bool:
+        return self._result is not None
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        self._lines += 1
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            if line.strip():
+                self._unparsed.append(line.strip()[:500])
+            return []
+        kind = data.get("type")
+        if kind == "assistant":
+            return self._assistant(data)
+        if kind == "user":
+            return self._user(data)
+        if kind == "result":
+            self._result = data
+            return []
+        if kind == "system" and data.get("subtype") == "init":
+            detail = {k: data.get(k) for k in ("model", "tools", "mcp_servers", "claude_code_version",
+                                                "permissionMode", "session_id", "skills")}
+            return [StatusEvent(status="started", detail=detail, raw=data)]
+        if kind == "system" and data.get("subtype") == "api_retry":
+            return [StatusEvent(status="retry", detail={k: v for k, v in data.items() if k != "type"}, raw=data)]
+        return []
+
+    def _assistant(self, data: dict[str, Any]) -> list[AgentEvent]:
+        message = data.get("message") or {}
+        events: list[AgentEvent] = []
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = str(block.get("text", ""))
+                self._texts.append(text)
+                events.append(MessageEvent(text=text, message_id=message.get("id"), raw=data))
+            elif btype == "thinking":
+                events.append(ThinkingEvent(text=str(block.get("thinking", "")), raw=data))
+            elif btype == "tool_use":
+                tool_input = block.get("input")
+                events.append(ToolUseEvent(tool_use_id=str(block.get("id", "")), name=str(block.get("name", "")),
+                                           input=tool_input if isinstance(tool_input, dict) else {}, raw=data))
+        if data.get("error"):
+            events.append(ErrorEvent(message=_text_of(message.get("content")) or str(data["error"]), raw=data))
+        return events
+
+    def _user(self, data: dict[str, Any]) -> list[AgentEvent]:
+        content = (data.get("message") or {}).get("content")
+        if not isinstance(content, list):
+            return []
+        return [
+            ToolResultEvent(tool_use_id=str(block.get("tool_use_id", "")), content=_text_of(block.get("content")),
+                            is_error=bool(block.get("is_error")), raw=data)
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        ctx = self._ctx
+        base = {"session_id": ctx.session_id, "turn": ctx.turn, "harness": ClaudeCodeDriver.name, "model": ctx.spec.model,
+                "native_session_id": ctx.session_id}
+        data = self._result
+        if data is None:
+            detail = stderr_tail.strip() or "no output"
+            if self._unparsed:
+                detail = f"unexpected output from claude: {self._unparsed[-1]!r}\n{detail}"
+            return RunResult(is_error=True, stop_reason="error",
+                             error=f"claude exited (code {exit_code}) without a result: {detail}", **base)
+        is_error = bool(data.get("is_error"))
+        subtype = str(data.get("subtype", "success"))
+        stop: StopReason = _STOP.get(subtype, "error")  # type: ignore[assignment]
+        if is_error and stop == "completed":
+            stop = "error"
+        text = data.get("result")
+        text = text if isinstance(text, str) else "\n".join(self._texts)
+        errors = data.get("errors")
+        error = None
+        if is_error or stop != "completed":
+            error = text or (" ".join(map(str, errors)) if isinstance(errors, list) else subtype)
+        cost = data.get("total_cost_usd")
+        return RunResult(
+            text=text, structured_output=data.get("structured_output"), is_error=is_error or stop == "error",
+            error=error, stop_reason=stop, num_turns=int(data.get("num_turns") or 0),
+            cost_usd=float(cost) if isinstance(cost, int | float) else None, usage=_usage(data.get("usage")),
+            duration_s=float(data.get("duration_ms") or 0) / 1000, **base)
+

@@ -1,0 +1,181 @@
+"""Run one harness CLI process for one turn: stream its lines, steer it, stop it, leave nothing behind.
+
+The process gets its own process group; on any exit path (success, error, timeout, interrupt,
+cancellation) the group and every descendant we can find are terminated, then killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from harness_run.errors import HarnessNotFoundError
+from harness_run.events import AgentEvent, RunResult, StopReason
+from harness_run.harness import LaunchPlan, LineParser
+
+__all__ = ["TurnProcess", "descendants", "kill_tree"]
+
+_STDERR_LINES = 40
+_READ_LIMIT = 64 * 1024 * 1024  # stream-json lines carry whole tool outputs
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (Linux /proc scan; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    for child in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, sig)
+
+
+async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
+    """SIGTERM the process group and descendants, wait ``grace`` s, then SIGKILL what is left."""
+    pids = descendants(proc.pid)
+    _signal_all(proc.pid, pids, signal.SIGTERM)
+    if proc.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
+    pids = [p for p in [*pids, *descendants(proc.pid)] if _alive(p)]
+    _signal_all(proc.pid, pids, signal.SIGKILL)
+    if proc.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return b") Z " not in handle.read()
+    except OSError:
+        return False
+
+
+class TurnProcess:
+    """One turn's process. ``run()`` returns the result; ``steer()``/``stop()`` act on it meanwhile."""
+
+    def __init__(self, plan: LaunchPlan, parser: LineParser, cwd: Path, emit: Callable[[AgentEvent], None],
+                 timeout: float) -> None:
+        self._plan = plan
+        self._parser = parser
+        self._cwd = cwd
+        self._emit = emit
+        self._timeout = timeout
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stop_reason: StopReason | None = None
+        self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+
+    async def run(self) -> RunResult:
+        for path, text in self._plan.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        try:
+            self._proc = proc = await asyncio.create_subprocess_exec(
+                *self._plan.argv, cwd=self._cwd, env=self._plan.env, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                limit=_READ_LIMIT)
+        except FileNotFoundError as exc:
+            raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._pump(proc)
+        except TimeoutError:
+            self._stop_reason = "timeout"
+        except asyncio.CancelledError:
+            self._stop_reason = self._stop_reason or "cancelled"
+            await asyncio.shield(kill_tree(proc))
+            raise
+        finally:
+            if proc.returncode is None or self._stop_reason:
+                await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0))
+            else:  # exited by itself: still reap anything it left in its group
+                _signal_all(proc.pid, [p for p in descendants(proc.pid) if _alive(p)], signal.SIGKILL)
+        return self._result(proc.returncode)
+
+    def _result(self, exit_code: int | None) -> RunResult:
+        result = self._parser.finish(exit_code, "".join(self._stderr))
+        if self._stop_reason is not None:
+            note = {"timeout": f"the turn timed out after {self._timeout:g} s",
+                    "interrupted": "the turn was interrupted", "cancelled": "the turn was cancelled"}
+            result = result.model_copy(update={
+                "stop_reason": self._stop_reason, "is_error": self._stop_reason == "timeout" or result.is_error,
+                "error": note.get(self._stop_reason, self._stop_reason)})
+        return result
+
+    async def _pump(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
+        if self._plan.stdin:
+            proc.stdin.write(self._plan.stdin)
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.drain()
+        if not self._plan.keep_stdin_open:
+            proc.stdin.close()
+        while True:
+            try:
+                line = await proc.stdout.readline()
+            except ValueError:  # a line longer than the limit: skip it, keep going
+                continue
+            if not line:
+                break
+            for event in self._parser.feed(line.decode("utf-8", errors="replace")):
+                self._emit(event)
+            if self._parser.finished and not proc.stdin.is_closing():
+                proc.stdin.close()  # the turn is over: let the CLI exit
+        await proc.wait()
+        await stderr_task
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            self._stderr.append(line.decode("utf-8", errors="replace"))
+
+    async def steer(self, payload: bytes) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.is_closing() or proc.returncode is not None:
+            return False
+        proc.stdin.write(payload)
+        try:
+            await proc.stdin.drain()
+        except ConnectionError:
+            return False
+        return True
+
+    async def stop(self, reason: StopReason = "interrupted") -> None:
+        self._stop_reason = reason
+        if self._proc is not None and self._proc.returncode is None:
+            await kill_tree(self._proc, grace=0.5)

@@ -1,0 +1,113 @@
+"""``Run``: one turn, awaitable (-> RunResult), async-iterable (-> AgentEvent, live) and pollable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from typing import Any, Literal
+
+from harness_run.events import AgentEvent, ResultEvent, RunResult
+
+__all__ = ["Run", "RunStatus"]
+
+RunStatus = Literal["running", "completed", "failed"]
+
+
+class Run:
+    """A turn in progress or finished.
+
+    - ``await run`` gives the :class:`RunResult` (cancelling the await cancels the turn);
+    - ``async for event in run`` yields every event from the first, live, ending with the result;
+      iterate as often as you like;
+    - ``run.done`` / ``run.status`` / ``run.result`` poll without blocking.
+    """
+
+    def __init__(self, session_id: str, turn: int, prompt: str) -> None:
+        self.session_id = session_id
+        self.turn = turn
+        self.prompt = prompt
+        self.started_at = time.time()
+        self._events: list[AgentEvent] = []
+        self._changed = asyncio.Event()
+        self._result: RunResult | None = None
+        self._task: asyncio.Task[RunResult] | None = None
+        self._interrupt: Callable[[], Awaitable[None]] | None = None
+        self._steer: Callable[[str], Awaitable[bool]] | None = None
+
+    # --- wiring used by the runtime ------------------------------------------------------------
+
+    def _start(self, body: Coroutine[Any, Any, RunResult]) -> None:
+        self._task = asyncio.get_running_loop().create_task(body, name=f"harness-run turn {self.turn}")
+
+    def _emit(self, event: AgentEvent) -> AgentEvent:
+        event = event.model_copy(update={"seq": len(self._events), "turn": self.turn, "ts": time.time()})
+        self._events.append(event)
+        if isinstance(event, ResultEvent):
+            self._result = event.result
+        self._changed.set()
+        self._changed = asyncio.Event()
+        return event
+
+    # --- public ------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    @property
+    def status(self) -> RunStatus:
+        if self._result is None:
+            return "running"
+        return "failed" if self._result.is_error else "completed"
+
+    @property
+    def result(self) -> RunResult | None:
+        """The result once the turn has ended, else None."""
+        return self._result
+
+    @property
+    def events(self) -> list[AgentEvent]:
+        """The events so far (a copy)."""
+        return list(self._events)
+
+    async def wait(self) -> RunResult:
+        if self._task is None:
+            raise RuntimeError("this run was never started")
+        return await self._task
+
+    def __await__(self) -> Generator[Any, None, RunResult]:
+        return self.wait().__await__()
+
+    async def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        index = 0
+        while True:
+            while index < len(self._events):
+                event = self._events[index]
+                index += 1
+                yield event
+                if isinstance(event, ResultEvent):
+                    return
+            if self._task is not None and self._task.done() and index >= len(self._events):
+                self._task.result()  # surface an unexpected failure of the turn task
+                return
+            waiter = self._changed
+            if self._task is None:
+                await waiter.wait()
+            else:
+                await asyncio.wait([asyncio.ensure_future(waiter.wait()), self._task],
+                                   return_when=asyncio.FIRST_COMPLETED)
+
+    async def interrupt(self) -> None:
+        """Stop the turn now; its result gets ``stop_reason="interrupted"``."""
+        if self._interrupt is not None and not self.done:
+            await self._interrupt()
+
+    async def steer(self, text: str) -> bool:
+        """Add a user message to the running turn. False if the turn had already ended."""
+        if self._steer is None or self.done:
+            return False
+        return await self._steer(text)
+
+    def __repr__(self) -> str:
+        return f"<Run session={self.session_id} turn={self.turn} status={self.status}>"

@@ -1,0 +1,291 @@
+"""The local runtime: each turn is a harness CLI subprocess in a per-session workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import tarfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from harness_run._version import __version__
+from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
+from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
+from harness_run.harness import TurnContext, get_driver
+from harness_run.runtime._pricing import price
+from harness_run.runtime._process import TurnProcess, kill_tree
+from harness_run.runtime._run import Run
+from harness_run.runtime._secrets import agent_env, secret_values
+from harness_run.runtime._session import ExecResult, Session
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
+
+__all__ = ["LocalEngine", "default_workdir", "spec_version"]
+
+_SETTINGS_FIELDS = ("harness", "model", "system_prompt", "allowed_tools", "disallowed_tools", "permission_mode",
+                    "max_turns", "max_budget_usd", "reasoning_effort", "output_schema", "timeout",
+                    "model_base_url")
+
+
+def default_workdir() -> Path:
+    if os.environ.get("HARNESS_RUN_HOME"):
+        return Path(os.environ["HARNESS_RUN_HOME"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "harness-run"
+
+
+def spec_version(spec: AgentSpec) -> str:
+    """The local engine version: a digest of the spec and the library version."""
+    body = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{__version__}\n{body}".encode()).hexdigest()[:12]
+
+
+def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
+    forms = sorted({f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}, key=len, reverse=True)
+
+    def clean(event: AgentEvent) -> AgentEvent:
+        if not forms:
+            return event
+        text = event.model_dump_json()
+        if not any(f in text for f in forms):
+            return event
+        for form in forms:
+            text = text.replace(form, "***")
+        return type(event).model_validate_json(text)
+
+    return clean
+
+
+class LocalEngine:
+    """An agent deployed on this machine. Sessions live under ``workdir``; history in its store."""
+
+    def __init__(self, spec: AgentSpec, *, workdir: str | Path | None = None, store: HistoryStore | None = None,
+                 claude_binary: str | None = None) -> None:
+        if not isinstance(spec, AgentSpec):
+            raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
+        self.spec = spec
+        self.workdir = Path(workdir) if workdir is not None else default_workdir()
+        self.store: HistoryStore = store if store is not None else SqliteStore(self.workdir)
+        self.version = spec_version(spec)
+        self.binaries = {"claude-code": claude_binary}
+        self._workspaces = Workspaces(self.workdir)
+        self._sessions: dict[str, Session] = {}
+        self.store.put_engine(EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(),
+                                           created_at=time.time()))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def start_session(self, config: SessionConfig | dict[str, Any] | None = None, *,
+                      session_id: str | None = None) -> Session:
+        """A new session. ``config`` overlays the spec for every turn of this session."""
+        if isinstance(config, dict):
+            config = SessionConfig.from_dict(config)
+        from harness_run.spec import effective_spec
+
+        spec = effective_spec(self.spec, config)
+        get_driver(spec.harness)  # fail now for a harness without a local driver
+        sid = session_id or str(uuid.uuid4())
+        try:
+            uuid.UUID(sid)
+        except ValueError:
+            raise UsageError(f"session_id {sid!r} must be a UUID (harnesses use it as their own id)") from None
+        if self.store.get_session(sid) is not None:
+            raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
+        now = time.time()
+        record = SessionRecord(session_id=sid, engine=self.name, version=self.version, harness=spec.harness,
+                               created_at=now, updated_at=now, config=config.to_dict() if config else {})
+        self.store.put_session(record)
+        session = Session(self, record, config)
+        self._sessions[sid] = session
+        return session
+
+    def get_session(self, session_id: str) -> Session:
+        """Re-attach to a session from its stored history (works from any process)."""
+        if session_id in self._sessions:
+            return self._sessions[session_id]
+        record = self.store.get_session(session_id)
+        if record is None or record.engine != self.name:
+            raise SessionNotFoundError(f"no session {session_id!r} in engine {self.name!r} (store at "
+                                       f"{self.workdir}); list them with engine.list_sessions()")
+        config = SessionConfig.from_dict(record.config) if record.config else None
+        if record.status == "running":  # the process that ran it is gone
+            record = record.model_copy(update={"status": "idle"})
+        session = Session(self, record, config)
+        self._sessions[session_id] = session
+        return session
+
+    def list_sessions(self) -> list[SessionRecord]:
+        return self.store.list_sessions(self.name)
+
+    def versions(self) -> list[EngineRecord]:
+        return self.store.list_engines(self.name)
+
+    # --- turns --------------------------------------------------------------------------------
+
+    async def execute_turn(self, session: Session, run: Run, spec: AgentSpec, secrets: dict[str, str],
+                           turn_config: TurnConfig | None) -> RunResult:
+        values = secret_values(secrets)
+        clean = _redactor(values)
+
+        def emit(event: AgentEvent) -> None:
+            run._emit(clean(event))
+
+        started = time.monotonic()
+        record = session.record
+        record.status = "running"
+        emit(UserEvent(text=run.prompt))
+        driver = get_driver(spec.harness)
+        paths = self._workspaces.paths(session.session_id)
+        ctx: TurnContext | None = None
+        try:
+            await self._ensure_workspace(session, spec, paths, secrets, emit)
+            bin_dir = await self._workspaces.package_env(
+                spec, lambda s, d: emit(StatusEvent(status=s, detail={"step": d})))
+            env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
+            prompt_overridden = bool(turn_config and "system_prompt" in turn_config.model_fields_set)
+            ctx = TurnContext(spec=spec, prompt=run.prompt, session_id=session.session_id, turn=run.turn,
+                              workspace=paths.workspace, home=paths.home, env=env, resume=record.native_started,
+                              prompt_overridden=prompt_overridden, binary=self.binaries.get(spec.harness))
+            await self._restore_native(session, driver, ctx)
+            process = TurnProcess(driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout)
+
+            async def steer(text: str) -> bool:
+                payload = driver.steer(text)
+                ok = payload is not None and await process.steer(payload)
+                if ok:
+                    emit(UserEvent(text=text))
+                return ok
+
+            run._interrupt, run._steer = process.stop, steer
+            result = await process.run()
+        except asyncio.CancelledError:
+            result = RunResult(is_error=False, stop_reason="cancelled", error="the turn was cancelled")
+            await asyncio.shield(self._finish(session, run, spec, ctx, driver, result, started, values, turn_config))
+            raise
+        except HarnessRunError as exc:
+            result = RunResult(is_error=True, stop_reason="error", error=redact(str(exc), values))
+        return await self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
+
+    async def _finish(self, session: Session, run: Run, spec: AgentSpec, ctx: TurnContext | None, driver: Any,
+                      result: RunResult, started: float, values: list[str], turn_config: TurnConfig | None) -> RunResult:
+        result = self._complete_result(spec, session, run, result, started)
+        run._emit(_redactor(values)(ResultEvent(result=result)))
+        result = run.result or result
+        record = session.record
+        native = driver.native_files(ctx) if ctx is not None else []
+        snapshot = record.snapshot
+        if spec.checkpoint and ctx is not None:
+            snapshot = await asyncio.to_thread(self._checkpoint, ctx, native, values, run.turn)
+        update = {"turns": run.turn, "updated_at": time.time(), "last_result": result,
+                  "status": "failed" if result.is_error else "idle", "stop_reason": result.stop_reason,
+                  "native_started": record.native_started or bool(native), "snapshot": snapshot,
+                  "native_session_id": result.native_session_id or record.native_session_id}
+        session.record = record.model_copy(update=update)
+        turn = TurnRecord(session_id=session.session_id, turn=run.turn, prompt=redact(run.prompt, values),
+                          started_at=run.started_at, settings=_settings(spec),
+                          turn_config=turn_config.to_dict() if turn_config else {},
+                          secret_names=sorted(n for n in spec.secret_names), result=result,
+                          steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:])
+        events = [e.model_dump(mode="json") for e in run.events]
+        await asyncio.to_thread(self._persist, session.record, turn, events)
+        return result
+
+    def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[dict[str, Any]]) -> None:
+        self.store.append_events(record.session_id, turn.turn, events)
+        self.store.put_turn(turn)
+        self.store.put_session(record)
+
+    def _complete_result(self, spec: AgentSpec, session: Session, run: Run, result: RunResult,
+                         started: float) -> RunResult:
+        update: dict[str, Any] = {"session_id": session.session_id, "turn": run.turn, "harness": spec.harness,
+                                  "model": spec.model, "duration_s": round(time.monotonic() - started, 3)}
+        if result.cost_usd is None:
+            update["cost_usd"] = price(spec.model, result.usage)
+        schema = spec.output_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel) and result.structured_output is not None:
+            try:
+                update["structured_output"] = schema.model_validate(result.structured_output)
+            except ValidationError as exc:
+                update.update(is_error=True, stop_reason="error",
+                              error=f"the structured output does not match {schema.__name__}: {exc.errors()[0]['msg']}")
+        return result.model_copy(update=update)
+
+    # --- workspace, checkpoint, restore ---------------------------------------------------------
+
+    async def _ensure_workspace(self, session: Session, spec: AgentSpec, paths: SessionPaths,
+                                secrets: dict[str, str], emit: Any) -> None:
+        record = session.record
+        snap = record.snapshot
+        if not paths.workspace.exists() and snap is not None and snap.workspace:
+            emit(StatusEvent(status="setup", detail={"step": "restoring the workspace from the checkpoint"}))
+            data = self.store.get_blob(snap.workspace)
+            if data is not None:
+                await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
+                paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
+                paths.setup_marker.write_text("restored\n")
+        env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
+        await self._workspaces.prepare(spec, paths, env, secrets,
+                                       lambda s, d: emit(StatusEvent(status=s, detail={"step": d})))
+        record.workspace_ready = True
+
+    async def _restore_native(self, session: Session, driver: Any, ctx: TurnContext) -> None:
+        snap = session.record.snapshot
+        if not session.record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
+            return
+        data = self.store.get_blob(snap.native)
+        if data is not None:
+            await asyncio.to_thread(Workspaces.restore, data, driver.native_restore_dir(ctx))
+
+    def _checkpoint(self, ctx: TurnContext, native: list[Path], values: list[str], turn: int) -> SnapshotRef:
+        workspace_key = self.store.put_blob(Workspaces.snapshot(ctx.workspace, values))
+        native_key = None
+        if native:
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+                for path in native:
+                    data = path.read_bytes()
+                    for value in values:
+                        data = data.replace(value.encode(), b"***")
+                    info = tarfile.TarInfo(path.name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+            native_key = self.store.put_blob(buf.getvalue())
+        return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
+
+    async def execute_command(self, session: Session, command: str, secrets: dict[str, str],
+                              timeout: float) -> ExecResult:
+        paths = self._workspaces.paths(session.session_id)
+        paths.create()
+        env = agent_env(self.spec, secrets, home=str(paths.home), path_prefix=[])
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, cwd=paths.workspace, env=env, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            await asyncio.shield(kill_tree(proc, grace=0.5))
+            raise
+        values = secret_values(secrets)
+        return ExecResult(exit_code=proc.returncode if proc.returncode is not None else -1,
+                          stdout=redact(out.decode(errors="replace"), values),
+                          stderr=redact(err.decode(errors="replace"), values))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _settings(spec: AgentSpec) -> dict[str, Any]:
+    data = spec.to_dict()
+    return {k: data[k] for k in _SETTINGS_FIELDS}

@@ -1,0 +1,221 @@
+"""Per-session workspaces on the local machine: dirs, repos, skills, package venvs, setup script,
+and snapshots (tarballs) for checkpoint/restore."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import io
+import os
+import shutil
+import sys
+import tarfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness_run.errors import BuildError, RunError, UsageError, redact
+from harness_run.spec import AgentSpec, GitRepo, GitSkill, LocalSkill
+
+__all__ = ["SessionPaths", "Workspaces"]
+
+Progress = Callable[[str, str], None]
+
+
+class SessionPaths:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.workspace = root / "workspace"
+        self.home = root / "home"
+        self.setup_marker = root / ".setup-done"
+
+    def create(self) -> None:
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Workspaces:
+    """Everything on disk under one workdir: ``sessions/<id>/``, ``venvs/<hash>/``, ``skills/``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def paths(self, session_id: str) -> SessionPaths:
+        return SessionPaths(self.workdir / "sessions" / session_id)
+
+    # --- preparation (first turn, or after a restore) ---------------------------------------
+
+    async def prepare(self, spec: AgentSpec, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str],
+                      progress: Progress) -> None:
+        paths.create()
+        for repo in spec.repos:
+            target = paths.workspace / repo.dir_name
+            if not target.exists():
+                progress("setup", f"cloning {repo.url}")
+                await asyncio.to_thread(_clone, repo, target, secrets)
+        if spec.skills:
+            progress("setup", f"staging {len(spec.skills)} skill source(s)")
+            await asyncio.to_thread(self.stage_skills, spec, paths)
+        if spec.setup_script and not paths.setup_marker.exists():
+            progress("setup", "running setup_script")
+            await _run_setup(spec.setup_script, paths, env, secrets)
+            paths.setup_marker.write_text("ok\n")
+
+    def stage_skills(self, spec: AgentSpec, paths: SessionPaths) -> None:
+        """Copy skills into ``<workspace>/.claude/skills/<name>/`` (project skills)."""
+        dest_root = paths.workspace / ".claude" / "skills"
+        for skill in spec.skills:
+            dest = dest_root / skill.staged_name
+            if dest.exists():
+                continue
+            source = self._skill_source(skill)
+            shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git"))
+
+    def _skill_source(self, skill: GitSkill | LocalSkill) -> Path:
+        if isinstance(skill, LocalSkill):
+            path = Path(skill.path).expanduser()
+            if not path.is_dir():
+                raise UsageError(f"skill directory {skill.path!r} does not exist; fix the path in the spec's skills")
+            return path.resolve()
+        cache = self.workdir / "skills" / hashlib.sha256(f"{skill.url}@{skill.ref}".encode()).hexdigest()[:16]
+        with _file_lock(cache.with_suffix(".lock")):
+            if not cache.exists():
+                _clone_plain(skill.url, skill.ref, cache)
+        source = cache / skill.subdir if skill.subdir else cache
+        if not source.is_dir():
+            raise UsageError(f"skill subdir {skill.subdir!r} is not in {skill.url}")
+        return source
+
+    # --- packages -----------------------------------------------------------------------------
+
+    async def package_env(self, spec: AgentSpec, progress: Progress) -> Path | None:
+        """A venv with ``spec.packages``, shared by content hash; returns its bin dir."""
+        if not spec.packages:
+            return None
+        key = hashlib.sha256("\n".join(sorted(spec.packages)).encode()).hexdigest()[:16]
+        venv = self.workdir / "venvs" / key
+        marker = venv / ".harness-run-ready"
+        if not marker.exists():
+            progress("setup", f"installing {len(spec.packages)} package(s) into {venv}")
+            await asyncio.to_thread(_make_venv, venv, sorted(spec.packages), marker)
+        return venv / "bin"
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    @staticmethod
+    def snapshot(root: Path, secret_values: list[str]) -> bytes:
+        """A deterministic tarball of ``root`` with secret values blanked out of file contents."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+            for path in sorted(root.rglob("*")):
+                rel = path.relative_to(root).as_posix()
+                info = tar.gettarinfo(str(path), arcname=rel)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                if path.is_symlink() or path.is_dir():
+                    tar.addfile(info)
+                elif path.is_file():
+                    data = path.read_bytes()
+                    for value in secret_values:
+                        if value.encode() in data:
+                            data = data.replace(value.encode(), b"***")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    @staticmethod
+    def restore(data: bytes, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            tar.extractall(root, filter="data")
+
+
+def _git_env(secrets: Mapping[str, str], repo: GitRepo | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    if repo is not None and repo.auth and repo.auth in secrets:
+        # Passed as git config through the environment: never on a command line or in .git/config.
+        import base64
+
+        token = base64.b64encode(f"x-access-token:{secrets[repo.auth]}".encode()).decode()
+        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                    "GIT_CONFIG_VALUE_0": f"Authorization: Basic {token}"})
+    return env
+
+
+def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
+    import git  # gitpython: imported only when a repo is cloned
+
+    try:
+        kwargs: dict[str, object] = {"env": _git_env(secrets, repo)}
+        if repo.ref:
+            kwargs["branch"] = repo.ref
+        if repo.depth:
+            kwargs["depth"] = repo.depth
+        cloned = git.Repo.clone_from(repo.url, target, **kwargs)  # type: ignore[arg-type]
+        if repo.auth:
+            # Push-ready: the helper reads the token from the agent's environment at run time.
+            with cloned.config_writer() as config:
+                config.set_value("credential", "helper",
+                                 f'!f() {{ echo username=x-access-token; echo "password=${{{repo.auth}}}"; }}; f')
+    except git.GitCommandError as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise RunError(f"cannot clone {repo.url}: {redact(str(exc.stderr).strip(), secrets)}; check the URL, "
+                       f"the ref and the {repo.auth or 'auth'} secret") from None
+
+
+def _clone_plain(url: str, ref: str | None, target: Path) -> None:
+    import git
+
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        repo = git.Repo.clone_from(url, tmp, env=_git_env({}, None))
+        if ref:
+            repo.git.checkout(ref)
+    except git.GitCommandError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BuildError(f"cannot fetch skills from {url} at {ref or 'the default branch'}: "
+                         f"{str(exc.stderr).strip()}") from None
+    tmp.rename(target)
+
+
+def _make_venv(venv: Path, packages: list[str], marker: Path) -> None:
+    import subprocess
+
+    with _file_lock(venv.with_suffix(".lock")):
+        if marker.exists():
+            return
+        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        steps = [[uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                 [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *packages]]
+        for argv in steps:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            if done.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise BuildError(f"installing packages {packages} failed: {done.stderr.strip()[-2000:]}; "
+                                 "check the names and versions in the spec's packages")
+        marker.write_text("\n".join(packages) + "\n")
+
+
+async def _run_setup(script: str, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str]) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", script, cwd=paths.workspace, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        tail = redact(out.decode(errors="replace")[-2000:], secrets)
+        raise RunError("the spec's setup_script failed; fix the script (it runs once per workspace)",
+                       exit_code=proc.returncode, stderr_tail=tail)
