@@ -75,11 +75,23 @@ def check_output_schema(value: Any) -> OutputSchema | None:
         raise spec_fail("output_schema must describe a JSON object (type: object at the top)",
                         "wrap the value in an object, e.g. {'type': 'object', 'properties': {...}}")
     try:
-        json.dumps(value)
+        if not _str_keys_only(value):
+            raise TypeError("non-string key")
+        return json.loads(json.dumps(value, allow_nan=False))  # type: ignore[no-any-return]
     except (TypeError, ValueError):
         raise spec_fail("output_schema is not JSON-serializable",
-                        "use only JSON types inside the schema") from None
-    return value  # type: ignore[return-value]
+                        "use only JSON types (string keys, finite numbers) inside the schema") from None
+    except RecursionError:
+        raise spec_fail("output_schema is nested too deeply", "simplify the schema") from None
+
+
+def _str_keys_only(value: Any) -> bool:
+    """JSON would silently turn 1 / None / True keys into strings (and the spec would not round-trip)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _str_keys_only(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_str_keys_only(v) for v in value)
+    return True
 
 
 class AgentSpec(SpecModel):
@@ -109,12 +121,13 @@ class AgentSpec(SpecModel):
     disallowed_tools: tuple[str, ...] = ()
     permission_mode: PermissionMode = "bypassPermissions"
     max_turns: int | None = Field(default=None, gt=0)
-    max_budget_usd: float | None = Field(default=None, gt=0)
+    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     reasoning_effort: ReasoningEffort | None = None
     output_schema: Any = Field(default=None, description="A pydantic model class or a JSON Schema object.")
     checkpoint: bool = Field(default=False, description="Snapshot native session files and the "
                              "workspace after every turn so any process or sandbox can resume.")
-    timeout: float = Field(default=1800.0, gt=0, description="Seconds one turn may take.")
+    timeout: float = Field(default=1800.0, gt=0, allow_inf_nan=False,
+                           description="Seconds one turn may take.")
     resources: Resources = Field(default_factory=Resources)
     network: Network = Field(default_factory=Network)
     setup_script: str | None = Field(default=None, description="Shell script run once per workspace.")
@@ -247,7 +260,28 @@ class AgentSpec(SpecModel):
         """JSON Schema of spec files, for editor completion (``harness-run schema``)."""
         schema = cls.model_json_schema(mode="validation")
         schema["title"] = "harness-run AgentSpec"
+        _add_shorthands(schema)
         return schema
+
+
+def _either(prop: dict[str, Any], *alternatives: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` widened to also accept ``alternatives`` (title/description/default kept outside)."""
+    meta = {k: prop.pop(k) for k in ("title", "description", "default") if k in prop}
+    return {**meta, "anyOf": [prop, *alternatives]}
+
+
+def _add_shorthands(schema: dict[str, Any]) -> None:
+    """Let the schema accept the shorthands the loader accepts, so editors don't flag valid files."""
+    props, defs = schema["properties"], schema["$defs"]
+    props["timeout"] = _either(props["timeout"], {"type": "string", "pattern": _DURATION.pattern})
+    props["system_prompt"] = _either(props["system_prompt"], {"type": "string"})
+    defs["SystemPrompt"]["properties"]["append"] = {"type": "string",
+                                                    "description": "Same as text, mode inherit."}
+    props["network"] = _either(props["network"], {"enum": ["open", "none"]},
+                               {"type": "array", "items": {"type": "string"}, "minItems": 1})
+    props["secrets"]["items"] = _either(props["secrets"]["items"], {"type": "string"})
+    for quantity in defs["Resources"]["properties"].values():
+        quantity["type"] = ["string", "number"]
 
 
 def _unique(names: list[str], what: str, field: str) -> None:

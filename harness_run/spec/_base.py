@@ -35,6 +35,7 @@ _GENERIC_FIXES: dict[str, str] = {
     "string_too_short": "give a non-empty value",
     "model_type": "give a mapping of fields",
     "model_attributes_type": "give a mapping of fields",
+    "finite_number": "give a finite number",
 }
 
 
@@ -66,6 +67,8 @@ def _path(loc: tuple[int | str, ...]) -> str:
             continue  # pydantic-internal union branch names carry no meaning for users
         elif after_index and item in _UNION_TAGS:
             continue  # the discriminated-union branch, e.g. mcp_servers[0].remote
+        elif not item.isprintable() or not item.strip() or item != item.strip():
+            parts.append(f"[{item!r}]")  # an empty/whitespace/control-character key: keep it visible
         else:
             parts.append(f".{item}" if parts else item)
     return "".join(parts)
@@ -100,6 +103,10 @@ class _SpecMeta(ModelMetaclass):
     """
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        positional: tuple[str, ...] = getattr(cls, "_positional", ())
+        if args and len(args) <= len(positional):  # e.g. Secret("GH_TOKEN", required=False)
+            kwargs = {**dict(zip(positional, args, strict=False)), **kwargs}
+            args = ()
         try:
             return super().__call__(*args, **kwargs)
         except ValidationError as exc:
@@ -111,6 +118,8 @@ class SpecModel(BaseModel, metaclass=_SpecMeta):
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
     _error_prefix: ClassVar[str] = ""
+    _positional: ClassVar[tuple[str, ...]] = ()
+    """Fields that may also be given positionally."""
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str | None = None) -> Self:

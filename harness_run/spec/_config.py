@@ -1,7 +1,8 @@
 """``SessionConfig`` and ``TurnConfig``: sparse overlays stacked spec <- session <- turn.
 
-Only fields that were explicitly given override (``None`` given explicitly clears a limit);
-everything else is inherited. Deploy-only fields (name, packages, skills, images, …) cannot be
+Only fields that were explicitly given override (``None`` given explicitly clears a limit such as
+``max_turns``; for a field the spec always has, like ``model``, ``None`` inherits); everything else
+is inherited. Deploy-only fields (name, packages, skills, images, …) cannot be
 overlaid: they are baked into the image, so changing them means deploying a new spec version.
 """
 
@@ -32,6 +33,11 @@ DEPLOY_ONLY_FIELDS: frozenset[str] = frozenset(
 )
 
 
+# Spec fields that may be None (limits, schema, …): an explicit None in an overlay clears them. For the
+# others (model, harness, prompt, tools, timeout …) an explicit None means "inherit", like leaving it out.
+_CLEARABLE: frozenset[str] = frozenset(n for n, f in AgentSpec.model_fields.items() if f.default is None)
+
+
 class _Overlay(SpecModel):
     model: str | None = None
     system_prompt: SystemPrompt | None = None
@@ -39,10 +45,10 @@ class _Overlay(SpecModel):
     disallowed_tools: tuple[str, ...] | None = None
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(default=None, gt=0)
-    max_budget_usd: float | None = Field(default=None, gt=0)
+    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     reasoning_effort: ReasoningEffort | None = None
     output_schema: Any = None
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     model_base_url: str | None = None
 
     _kind: ClassVar[str] = "config"
@@ -99,7 +105,8 @@ def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
     merged: dict[str, Any] = {}
     for overlay in overlays:
         if overlay is not None:
-            merged.update(overlay.set_fields())
+            merged.update((name, value) for name, value in overlay.set_fields().items()
+                          if value is not None or name in _CLEARABLE)
     if not merged:
         return spec
     harness = merged.get("harness")

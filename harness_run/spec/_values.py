@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -356,6 +356,7 @@ class McpServer:
 class Secret(SpecModel):
     """A secret the agent may use: only its NAME is in the spec; each run supplies the value."""
 
+    _positional: ClassVar[tuple[str, ...]] = ("name",)
     name: str
     required: bool = True
     description: str = ""

@@ -38,10 +38,18 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file; one-line YAML may be too long to be a path."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # e.g. ENAMETOOLONG, embedded NUL
+        return False
+
+
 def load_yaml(source: str | Path) -> tuple[Any, str | None]:
     """Parse YAML from a path (Path, or a str naming an existing file) or from text."""
     name: str | None = None
-    if isinstance(source, Path) or ("\n" not in source and Path(source).is_file()):
+    if isinstance(source, Path) or ("\n" not in source and _is_file(source)):
         name = str(source)
         try:
             text = Path(source).read_text(encoding="utf-8")
@@ -59,6 +67,11 @@ def load_yaml(source: str | Path) -> tuple[Any, str | None]:
                         source=name) from None
     except RecursionError:
         raise SpecError([SpecIssue("<yaml>", "nested too deeply", "simplify the file")], source=name) from None
+    except (ValueError, TypeError, AttributeError, LookupError, ArithmeticError) as exc:
+        # PyYAML's constructors raise these for explicitly tagged values they cannot build,
+        # e.g. `!!timestamp x`, `!!int abc`, `!!bool maybe`, `!!timestamp 2024-13-45`
+        raise SpecError([SpecIssue("<yaml>", f"not valid YAML: a tagged value cannot be read ({exc})",
+                                   "remove the !!tag or fix the value")], source=name) from None
 
 
 def load_spec_file(path: str | Path) -> tuple[Any, str]:

@@ -1,0 +1,106 @@
+"""Shared pieces of the benchmark scripts: a scripted model in its own process, the bare CLI, stats."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+_SCRATCH = Path(tempfile.mkdtemp(prefix="hr-bench-"))
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
+
+
+def scratch(prefix: str = "d-") -> Path:
+    """A temporary directory removed when the benchmark exits."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH))
+
+# Every request without a tool result gets a shell call; every continuation gets the final text.
+RULES_SCRIPT = """\
+- rules:
+    - tool_result: false
+      reply: {shell: "echo bench > out.txt"}
+    - tool_result: true
+      reply: {text: "done"}
+"""
+MODEL = "claude-sonnet-4-6"
+
+
+@contextmanager
+def scripted_model() -> Iterator[str]:
+    """Start `harness-run mock-model` in a subprocess (so its CPU and memory are not the client's)."""
+    tmp = scratch("model-")
+    script = tmp / "script.yaml"
+    script.write_text(RULES_SCRIPT)
+    proc = subprocess.Popen([sys.executable, "-m", "harness_run", "mock-model", "--script", str(script),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    url = None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+", line)
+        if found:
+            url = found.group(0)
+            break
+    if url is None:
+        proc.kill()
+        raise SystemExit("the scripted model did not start")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def claude_binary() -> str:
+    from harness_run.harness.claude_code import ClaudeCodeDriver
+
+    return ClaudeCodeDriver().locate()
+
+
+def cli_env(url: str, home: Path) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "TMPDIR") if k in os.environ}
+    env.update({"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench", "HOME": str(home),
+                "CLAUDE_CONFIG_DIR": str(home / ".claude"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+                "IS_SANDBOX": "1"})
+    return env
+
+
+def bare_cli_turn(url: str, prompt: str, resume: str | None = None, session_id: str | None = None,
+                  home: Path | None = None, cwd: Path | None = None) -> float:
+    """One `claude -p` turn exactly as a user would run it headless; returns seconds."""
+    home = home or scratch("home-")
+    cwd = cwd or scratch("ws-")
+    argv = [claude_binary(), "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", MODEL,
+            "--permission-mode", "bypassPermissions"]
+    if resume:
+        argv += ["--resume", resume]
+    elif session_id:
+        argv += ["--session-id", session_id]
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=cli_env(url, home), cwd=cwd, capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0 or '"is_error":false' not in done.stdout.replace(" ", ""):
+        raise SystemExit(f"bare CLI turn failed: {done.stdout[-500:]} {done.stderr[-500:]}")
+    return elapsed
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(label: str, values: list[float], unit: str = "s") -> None:
+    print(f"{label}: median {median(values):.3f} {unit}  min {min(values):.3f}  max {max(values):.3f}  "
+          f"(n={len(values)})")

@@ -1,0 +1,116 @@
+"""Turn overhead: the same scripted turn through the bare `claude` CLI and through harness-run.
+
+Alternates the two, ROUNDS times each (after one warm-up), and prints medians and ratios for:
+  1. a turn inside a running Python process (`await session.run(...)`) vs the bare CLI turn;
+  2. a whole fresh process (`harness-run run SPEC PROMPT --json`, start to exit) vs the bare CLI;
+  3. a two-turn session (run + send) vs the CLI's `-p` + `--resume`;
+and the client's peak RSS (the Python process only: the model server runs in its own process).
+
+    python benchmarks/turn_overhead.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MODEL, REPO, bare_cli_turn, median, report, scratch, scripted_model
+
+PROMPT = "write out.txt"
+
+
+async def in_process(url: str, rounds: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    from harness_run import AgentSpec, local
+
+    spec = AgentSpec(name="bench", harness="claude-code", model=MODEL)
+    engine = local.deploy(spec, workdir=scratch("hr-bench-wd-"))
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    bare, ours, bare2, ours2 = [], [], [], []
+    for i in range(rounds + 1):
+        for order in ((0, 1) if i % 2 else (1, 0)):
+            if order == 0:
+                t = bare_cli_turn(url, PROMPT)
+                bare.append(t)
+                home, cwd = scratch(), scratch()
+                sid = str(uuid.uuid4())
+                t2 = bare_cli_turn(url, PROMPT, session_id=sid, home=home, cwd=cwd)
+                t2 += bare_cli_turn(url, "again", resume=sid, home=home, cwd=cwd)
+                bare2.append(t2)
+            else:
+                session = engine.start_session()
+                start = time.perf_counter()
+                result = await session.run(PROMPT, secrets=secrets)
+                ours.append(time.perf_counter() - start)
+                assert not result.is_error, result.error
+                session = engine.start_session()
+                start = time.perf_counter()
+                await session.run(PROMPT, secrets=secrets)
+                result = await session.send("again", secrets=secrets)
+                ours2.append(time.perf_counter() - start)
+                assert not result.is_error, result.error
+    engine.close()
+    # drop the warm-up round
+    return bare[1:], ours[1:], bare2[1:], ours2[1:]
+
+
+def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], float]:
+    spec_file = Path(scratch("hr-bench-spec-")) / "spec.yaml"
+    spec_file.write_text(f"name: bench\nharness: claude-code\nmodel: {MODEL}\n")
+    workdir = scratch("hr-bench-wd-")
+    env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench", "HARNESS_RUN_HOME": workdir}
+    exe = str(Path(sys.executable).parent / "harness-run")
+    argv = [exe, "run", str(spec_file), PROMPT, "--json"]
+    bare, ours = [], []
+    for i in range(rounds + 1):
+        for order in ((0, 1) if i % 2 else (1, 0)):
+            if order == 0:
+                bare.append(bare_cli_turn(url, PROMPT))
+            else:
+                start = time.perf_counter()
+                done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False,
+                                      stdin=subprocess.DEVNULL)
+                ours.append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    raise SystemExit(f"harness-run run failed: {done.stdout[-400:]} {done.stderr[-400:]}")
+    # peak RSS of one fresh `harness-run run` Python process (children excluded)
+    probe = ("import resource, sys; from harness_run.cli import main; code = main(sys.argv[1:]); "
+             "sys.stderr.write(f'RSS_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", probe, *argv[1:]], env=env, capture_output=True, text=True,
+                          check=False, stdin=subprocess.DEVNULL)
+    rss = next((int(line.split("=")[1]) for line in done.stderr.splitlines() if line.startswith("RSS_KB=")), 0)
+    return bare[1:], ours[1:], rss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "harness_run")], check=False)
+    with scripted_model() as url:
+        bare, ours, bare2, ours2 = asyncio.run(in_process(url, args.rounds))
+        rss_in = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        fbare, fours, rss_fresh = fresh_process(url, args.rounds)
+    print(f"rounds: {args.rounds} (after one warm-up), alternating")
+    report("bare claude turn", bare)
+    report("harness-run turn, in process", ours)
+    print(f"ratio in-process / bare: {median(ours) / median(bare):.3f}  (aim <= 1.02)")
+    report("bare claude turn (fresh-process series)", fbare)
+    report("harness-run run, fresh process", fours)
+    print(f"ratio fresh process / bare: {median(fours) / median(fbare):.3f}  (aim <= 1.3)")
+    report("bare claude -p + --resume", bare2)
+    report("harness-run run + send", ours2)
+    print(f"ratio two-turn / bare: {median(ours2) / median(bare2):.3f}  (aim <= 1.05)")
+    print(f"client peak RSS, in process: {rss_in:.1f} MB  (aim <= 60)")
+    print(f"client peak RSS, fresh `harness-run run`: {rss_fresh:.1f} MB  (aim <= 60)")
+
+
+if __name__ == "__main__":
+    main()
