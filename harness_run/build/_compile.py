@@ -1,0 +1,166 @@
+"""``compile(spec, …) -> BuildPlan``: pure apart from staging skills and reading the library's files.
+
+Same spec + same library + same parameters that reach the image (base image, CA files) give a
+byte-identical context and the same digest on any machine, in any working directory: no clock,
+no environment reads, sorted everything, fixed modes. Parameters that only shape the manifests
+(runtime class, namespace, pool size, image repository) or the build (network mode) are not part
+of the digest: they do not change the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+from harness_run.build import _context as ctx
+from harness_run.build import _pins as pins
+from harness_run.build._manifests import ManifestInputs, build_manifests
+from harness_run.build._plan import SHORT_DIGEST_LEN, BuildPlan, context_digest
+from harness_run.build._skills import stage_skills
+from harness_run.errors import SpecError, SpecIssue, UsageError
+from harness_run.harness._files import harness_files, mcp_secret_env
+from harness_run.spec import AgentSpec, StdioMcpServer
+
+__all__ = ["compile"]
+
+
+def compile(
+    spec: AgentSpec,
+    *,
+    base_image: str = pins.DEFAULT_BASE_IMAGE,
+    ca_files: Sequence[str | Path] = (),
+    build_network: str | None = None,
+    runtime_class: str | None = "gvisor",
+    image_repository: str | None = None,
+    namespace: str = "default",
+    pool_size: int = 1,
+    base_dir: str | Path | None = None,
+) -> BuildPlan:
+    """Compile ``spec`` into an image build context, Kubernetes manifests and a content digest.
+
+    - ``base_image``: the image to build on (Debian-based, with ``python3`` and ``python3-venv``).
+    - ``ca_files``: extra CA certificates (PEM) trusted by the build steps and inside the image.
+    - ``build_network``: Docker network mode for the build (e.g. ``"host"``); not in the digest.
+    - ``runtime_class``: the pods' ``runtimeClassName`` (``None`` for the cluster default).
+    - ``image_repository``: where the image goes; default ``harness-run/<spec.name>``.
+    - ``namespace``, ``pool_size``: of the manifests (the warm pool's replicas).
+    - ``base_dir``: what relative local-skill paths are resolved against (default: the cwd).
+    """
+    if isinstance(pool_size, bool) or pool_size < 0:
+        raise UsageError(f"pool_size must be a whole number >= 0, not {pool_size!r}")
+    if not base_image.strip():
+        raise UsageError("base_image must name an image, e.g. 'python:3.12-slim-bookworm'")
+    _check_secret_env_names(spec)
+    from harness_run._version import __version__
+
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    for path in ca_files:
+        data = _read_ca(Path(path))
+        files[ctx.ca_context_name(data)] = data
+
+    staged, pinned = stage_skills(spec.skills, Path(base_dir) if base_dir is not None else Path.cwd())
+    for name, item in staged.items():
+        files[name] = item.data
+        if item.executable:
+            executables.add(name)
+
+    for harness in spec.harnesses:
+        for name, text in harness_files(spec, harness).items():
+            files[f"config/{harness}/{name}"] = text.encode()
+
+    files.update(ctx.library_files())
+    files["bin/harness-run"] = ctx.LAUNCHER.encode()
+    executables.add("bin/harness-run")
+    files["requirements/harness-run.txt"] = _requirements(pins.LIBRARY_REQUIREMENTS)
+    if spec.packages:
+        files["requirements/agent.txt"] = _requirements(sorted(set(spec.packages)))
+    files["spec.json"] = ctx.canonical_json(spec.to_dict())
+    files["lock.json"] = ctx.lock_json(
+        version=__version__,
+        harnesses=spec.harnesses,
+        base_image=base_image,
+        skills=[p.to_dict() for p in pinned],
+    )
+    values = ctx.dockerfile_values(
+        engine=spec.name,
+        harnesses=spec.harnesses,
+        base_image=base_image,
+        system_packages=spec.system_packages,
+        has_ca=bool(ca_files),
+        has_agent_packages=bool(spec.packages),
+        has_skills=bool(staged),
+    )
+    files["Dockerfile"] = ctx.render_dockerfile(values).encode()
+
+    ordered = MappingProxyType({path: files[path] for path in sorted(files)})
+    frozen_exec = frozenset(executables)
+    digest = context_digest(pins.BUILDER_VERSION, ordered, frozen_exec)
+    short = digest[:SHORT_DIGEST_LEN]
+    image = f"{image_repository or f'harness-run/{spec.name}'}:{short}"
+    manifests = build_manifests(
+        ManifestInputs(
+            engine=spec.name,
+            digest=digest,
+            short=short,
+            image=image,
+            harnesses=spec.harnesses,
+            resources=spec.resources,
+            network=spec.network,
+            runtime_class=runtime_class,
+            namespace=namespace,
+            pool_size=pool_size,
+        )
+    )
+    return BuildPlan(
+        engine=spec.name,
+        digest=digest,
+        files=ordered,
+        executables=frozen_exec,
+        manifests=manifests,
+        pinned_skills=pinned,
+        image=image,
+        base_image=base_image,
+        harnesses=spec.harnesses,
+        network_mode=build_network,
+        build_args=BuildPlan.build_args_for(digest),
+    )
+
+
+def _read_ca(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read CA file {path}: {exc.strerror or exc}; pass a PEM certificate file"
+        ) from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise UsageError(f"CA file {path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+    return data
+
+
+def _requirements(lines: Sequence[str]) -> bytes:
+    return ("".join(f"{line}\n" for line in lines)).encode()
+
+
+def _check_secret_env_names(spec: AgentSpec) -> None:
+    """Two MCP secret entries must not map to the same ``HARNESS_RUN_MCP_*`` variable."""
+    seen: dict[str, str] = {}
+    for i, server in enumerate(spec.mcp_servers):
+        keys = server.env_secrets if isinstance(server, StdioMcpServer) else server.header_secrets
+        for key in keys:
+            env = mcp_secret_env(server.name, key)
+            where = f"mcp_servers[{i}]"
+            if env in seen:
+                raise SpecError(
+                    [
+                        SpecIssue(
+                            where,
+                            f"{server.name!r}/{key!r} and {seen[env]} both map to the "
+                            f"environment variable {env}",
+                            "rename one of the servers or keys",
+                        )
+                    ]
+                )
+            seen[env] = f"{server.name!r}/{key!r}"

@@ -1,0 +1,82 @@
+"""Every Kubernetes and image-label name the compiler (and later the sandbox runtime) uses.
+
+The Agent Sandbox CRDs (kubernetes-sigs/agent-sandbox v0.5.6) serve ``v1beta1`` as the storage
+version (``v1alpha1`` is deprecated): ``Sandbox`` in ``agents.x-k8s.io``; ``SandboxTemplate``,
+``SandboxClaim`` and ``SandboxWarmPool`` in ``extensions.agents.x-k8s.io``.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+__all__ = [
+    "ANNOTATION_DIGEST",
+    "ANNOTATION_HARNESSES",
+    "FQDN_NETWORK_POLICY",
+    "IMAGE_LABEL_DIGEST",
+    "IMAGE_LABEL_ENGINE",
+    "IMAGE_LABEL_HARNESSES",
+    "LABEL_COMPONENT",
+    "LABEL_ENGINE",
+    "LABEL_MANAGED_BY",
+    "LABEL_VERSION",
+    "MANAGED_BY",
+    "NETWORK_POLICY",
+    "SANDBOX",
+    "SANDBOX_CLAIM",
+    "SANDBOX_TEMPLATE",
+    "SANDBOX_WARM_POOL",
+    "SERVICE_ACCOUNT",
+    "Kind",
+]
+
+
+class Kind(NamedTuple):
+    """One API resource: group, version, kind and plural (for the dynamic/custom-objects API)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+AGENTS_GROUP: Final = "agents.x-k8s.io"
+EXTENSIONS_GROUP: Final = "extensions.agents.x-k8s.io"
+AGENT_SANDBOX_VERSION: Final = "v1beta1"
+
+SANDBOX: Final = Kind(AGENTS_GROUP, AGENT_SANDBOX_VERSION, "Sandbox", "sandboxes")
+SANDBOX_TEMPLATE: Final = Kind(EXTENSIONS_GROUP, AGENT_SANDBOX_VERSION, "SandboxTemplate", "sandboxtemplates")
+SANDBOX_CLAIM: Final = Kind(EXTENSIONS_GROUP, AGENT_SANDBOX_VERSION, "SandboxClaim", "sandboxclaims")
+SANDBOX_WARM_POOL: Final = Kind(
+    EXTENSIONS_GROUP, AGENT_SANDBOX_VERSION, "SandboxWarmPool", "sandboxwarmpools"
+)
+SERVICE_ACCOUNT: Final = Kind("", "v1", "ServiceAccount", "serviceaccounts")
+NETWORK_POLICY: Final = Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
+# GKE's FQDN egress allow-list (Dataplane V2); plain NetworkPolicy can only name IP blocks.
+FQDN_NETWORK_POLICY: Final = Kind("networking.gke.io", "v1alpha1", "FQDNNetworkPolicy", "fqdnnetworkpolicies")
+
+# Labels on every object and on the sandbox pods.
+LABEL_ENGINE: Final = "harness-run.dev/engine"
+LABEL_VERSION: Final = "harness-run.dev/version"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "harness-run"
+ANNOTATION_DIGEST: Final = "harness-run.dev/digest"
+ANNOTATION_HARNESSES: Final = "harness-run.dev/harnesses"
+
+# kube-dns pods (GKE and kubeadm clusters alike), the one egress every policy keeps.
+DNS_POD_LABELS: Final[dict[str, str]] = {"k8s-app": "kube-dns"}
+
+# OCI image labels (reverse-DNS, Docker convention).
+IMAGE_LABEL_ENGINE: Final = "org.harness-run.engine"
+IMAGE_LABEL_DIGEST: Final = "org.harness-run.digest"
+IMAGE_LABEL_HARNESSES: Final = "org.harness-run.harnesses"
+
+# The image's user and paths (shared by the Dockerfile context and the pod spec).
+AGENT_UID: Final = 1000
+WORKSPACE: Final = "/workspace"
+CONTAINER_NAME: Final = "agent"

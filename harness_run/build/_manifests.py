@@ -1,0 +1,184 @@
+"""Typed builders of the Kubernetes manifests of one engine version.
+
+Objects (all names and API versions from :mod:`harness_run.build._k8s`):
+
+- ``ServiceAccount`` ``<name>-agent`` — one per engine (kept across versions, so a Workload
+  Identity binding made once stays valid); no token is mounted into the sandbox pods.
+- ``SandboxTemplate`` ``<name>-<short digest>`` — the pod: the compiled image, the
+  ``runtimeClassName`` (gVisor on GKE), requests = limits from ``spec.resources``, a non-root
+  security context, an ``emptyDir`` workspace. No secret, no env injection from claims.
+- ``SandboxWarmPool`` ``<name>-<short digest>`` — ``replicas`` = the pool size.
+- Egress from ``spec.network``:
+
+  * ``open``: no policy of ours; the template keeps ``networkPolicyManagement: Managed``, so the
+    Agent Sandbox controller applies its secure default (cluster network and metadata server
+    blocked, public internet allowed).
+  * ``none``: ``networkPolicyManagement: Unmanaged`` (the controller's internet-allowing policy
+    would otherwise be added to ours: NetworkPolicies only ever add allows) and a
+    ``NetworkPolicy`` denying all egress but DNS to kube-dns.
+  * ``allowlist``: as ``none``, plus a GKE ``FQDNNetworkPolicy`` allowing the listed hosts
+    (TCP 443 and 80, or the port a host names). Plain NetworkPolicy cannot name hosts; on clusters
+    without GKE Dataplane V2 the allowlist degrades to ``none`` (fail closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness_run.build import _k8s as k8s
+from harness_run.spec import Network, Resources
+
+__all__ = ["ManifestInputs", "build_manifests", "engine_labels", "versioned_name"]
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestInputs:
+    engine: str
+    digest: str
+    short: str
+    image: str
+    harnesses: tuple[str, ...]
+    resources: Resources
+    network: Network
+    runtime_class: str | None
+    namespace: str
+    pool_size: int
+
+
+def versioned_name(engine: str, short: str) -> str:
+    """``<engine>-<short>``, cut to the 63 characters of a Kubernetes name."""
+    return f"{engine[: 62 - len(short)].rstrip('-')}-{short}"
+
+
+def _engine_object_name(engine: str, suffix: str) -> str:
+    return f"{engine[: 62 - len(suffix)].rstrip('-')}-{suffix}"
+
+
+def engine_labels(engine: str, short: str | None = None) -> dict[str, str]:
+    labels = {k8s.LABEL_ENGINE: engine, k8s.LABEL_MANAGED_BY: k8s.MANAGED_BY}
+    if short is not None:
+        labels[k8s.LABEL_VERSION] = short
+    return labels
+
+
+def _meta(inputs: ManifestInputs, name: str, *, versioned: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": inputs.namespace,
+        "labels": engine_labels(inputs.engine, inputs.short if versioned else None),
+    }
+    if versioned:
+        meta["annotations"] = {
+            k8s.ANNOTATION_DIGEST: inputs.digest,
+            k8s.ANNOTATION_HARNESSES: ",".join(inputs.harnesses),
+        }
+    return meta
+
+
+def _object(kind: k8s.Kind, metadata: dict[str, Any], **body: Any) -> Manifest:
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata, **body}
+
+
+def service_account(inputs: ManifestInputs) -> Manifest:
+    name = _engine_object_name(inputs.engine, "agent")
+    return _object(
+        k8s.SERVICE_ACCOUNT, _meta(inputs, name, versioned=False), automountServiceAccountToken=False
+    )
+
+
+def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
+    res = inputs.resources
+    amounts = {"cpu": res.cpu, "memory": res.memory, "ephemeral-storage": res.ephemeral_storage}
+    container: dict[str, Any] = {
+        "name": k8s.CONTAINER_NAME,
+        "image": inputs.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "workspace", "mountPath": k8s.WORKSPACE}],
+        "workingDir": k8s.WORKSPACE,
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": _engine_object_name(inputs.engine, "agent"),
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": k8s.AGENT_UID,
+            "runAsGroup": k8s.AGENT_UID,
+            "fsGroup": k8s.AGENT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumes": [{"name": "workspace", "emptyDir": {}}],
+    }
+    if inputs.runtime_class:
+        spec["runtimeClassName"] = inputs.runtime_class
+    return spec
+
+
+def sandbox_template(inputs: ManifestInputs) -> Manifest:
+    name = versioned_name(inputs.engine, inputs.short)
+    managed = "Managed" if inputs.network.egress == "open" else "Unmanaged"
+    body = {
+        "podTemplate": {
+            "metadata": {"labels": engine_labels(inputs.engine, inputs.short)},
+            "spec": _pod_spec(inputs),
+        },
+        "networkPolicyManagement": managed,
+        "envVarsInjectionPolicy": "Disallowed",
+    }
+    return _object(k8s.SANDBOX_TEMPLATE, _meta(inputs, name), spec=body)
+
+
+def sandbox_warm_pool(inputs: ManifestInputs) -> Manifest:
+    name = versioned_name(inputs.engine, inputs.short)
+    body = {"replicas": inputs.pool_size, "sandboxTemplateRef": {"name": name}}
+    return _object(k8s.SANDBOX_WARM_POOL, _meta(inputs, name), spec=body)
+
+
+def _pod_selector(inputs: ManifestInputs) -> dict[str, Any]:
+    return {"matchLabels": {k8s.LABEL_ENGINE: inputs.engine, k8s.LABEL_VERSION: inputs.short}}
+
+
+def egress_network_policy(inputs: ManifestInputs) -> Manifest:
+    dns = {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": dict(k8s.DNS_POD_LABELS)},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    body = {"podSelector": _pod_selector(inputs), "policyTypes": ["Egress"], "egress": [dns]}
+    name = _engine_object_name(versioned_name(inputs.engine, inputs.short)[:54], "egress")
+    return _object(k8s.NETWORK_POLICY, _meta(inputs, name), spec=body)
+
+
+def fqdn_network_policy(inputs: ManifestInputs) -> Manifest:
+    by_port: dict[tuple[int, ...], list[dict[str, str]]] = {}
+    for host in inputs.network.allow_hosts:
+        name, _, port = host.partition(":")
+        match = {"pattern": name} if name.startswith("*.") else {"name": name}
+        by_port.setdefault((int(port),) if port else (443, 80), []).append(match)
+    egress = [
+        {"matches": matches, "ports": [{"protocol": "TCP", "port": p} for p in ports]}
+        for ports, matches in sorted(by_port.items())
+    ]
+    body = {"podSelector": _pod_selector(inputs), "egress": egress}
+    name = _engine_object_name(versioned_name(inputs.engine, inputs.short)[:55], "hosts")
+    return _object(k8s.FQDN_NETWORK_POLICY, _meta(inputs, name), spec=body)
+
+
+def build_manifests(inputs: ManifestInputs) -> tuple[Manifest, ...]:
+    """The engine version's objects in apply order (service account first, pool last)."""
+    objects = [service_account(inputs)]
+    if inputs.network.egress != "open":
+        objects.append(egress_network_policy(inputs))
+    if inputs.network.egress == "allowlist":
+        objects.append(fqdn_network_policy(inputs))
+    objects += [sandbox_template(inputs), sandbox_warm_pool(inputs)]
+    return tuple(objects)

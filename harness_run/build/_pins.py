@@ -1,0 +1,54 @@
+"""Pinned versions of everything the image installs: one place, one builder version.
+
+``BUILDER_VERSION`` names this set of pins and the templates in ``images/``. Bump it whenever a pin
+or a template changes meaning, so an engine version (the plan digest) always says which builder made
+it. Everything here is part of the build context (``lock.json``), hence of the digest.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "BUILDER_VERSION",
+    "CLAUDE_AGENT_SDK",
+    "DEFAULT_BASE_IMAGE",
+    "HARNESS_CLI_PINS",
+    "LIBRARY_REQUIREMENTS",
+    "NPM_BOOTSTRAP_TARBALL",
+    "NPM_PACKAGES",
+]
+
+BUILDER_VERSION: Final = "1"
+
+DEFAULT_BASE_IMAGE: Final = "python:3.12-slim-bookworm"
+
+# Claude Code ships inside the claude-agent-sdk wheel (``claude_agent_sdk/_bundled/claude``).
+CLAUDE_AGENT_SDK: Final = "claude-agent-sdk==0.2.189"
+
+# Codex and OpenCode come from npm (each pulls a native binary from a platform package). The PyPI
+# ``openai-codex-cli-bin`` wheel tops out at 0.163.0, behind the Codex we pin, so npm it is.
+NPM_PACKAGES: Final[dict[str, str]] = {
+    "codex": "@openai/codex@0.171.0",
+    "opencode": "opencode-ai@1.18.33",
+}
+
+# Debian's ``npm`` package drags in ~360 node-* packages (minutes of unpacking); the image installs
+# only Debian's ``nodejs`` and bootstraps this npm release from the npm registry instead.
+NPM_BOOTSTRAP_TARBALL: Final = "https://registry.npmjs.org/npm/-/npm-10.9.2.tgz"
+
+HARNESS_CLI_PINS: Final[dict[str, str]] = {
+    "claude-code": CLAUDE_AGENT_SDK,
+    **NPM_PACKAGES,
+}
+
+# The library's core dependencies (pyproject ``[project] dependencies``), pinned for the image.
+# Also used as pip constraints for the user's ``packages``, so a conflict fails the build loudly
+# instead of breaking ``import harness_run`` in the image. tests/build checks these satisfy pyproject.
+LIBRARY_REQUIREMENTS: Final[tuple[str, ...]] = (
+    "gitpython==3.2.1",
+    "jinja2==3.1.6",
+    "packaging==26.4",
+    "pydantic==2.14.4",
+    "pyyaml==6.0.4",
+)
