@@ -1,0 +1,115 @@
+"""Showing events and results: a live, readable view on a terminal (rich), plain lines otherwise,
+or JSON lines with ``--json``. rich is imported only when drawing to a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from harness_run.events import AgentEvent, RunResult
+
+__all__ = ["EventView", "format_result"]
+
+_MAX = 400
+
+
+def _short(text: str, limit: int = _MAX) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(event: AgentEvent) -> tuple[str, str] | None:
+    """(label, text) for one event, or None to hide it."""
+    match event.type:
+        case "user":
+            return "you", event.text
+        case "message":
+            return "agent", event.text
+        case "thinking":
+            return "thinking", _short(event.text, 200)
+        case "tool_use":
+            args = event.input.get("command") or event.input.get("file_path") or json.dumps(event.input)
+            return f"tool {event.name}", _short(str(args), 200)
+        case "tool_result":
+            return "error" if event.is_error else "output", _short(event.content or "(no output)")
+        case "status":
+            step = event.detail.get("step") or event.detail.get("model") or ""
+            return event.status, str(step)
+        case "error":
+            return "error", event.message
+        case "result":
+            return None
+
+
+def format_result(result: RunResult) -> list[tuple[str, str]]:
+    cost = "unknown" if result.cost_usd is None else f"${result.cost_usd:.6f}"
+    u = result.usage
+    rows = [
+        ("status", "error" if result.is_error else "ok"),
+        ("stop reason", result.stop_reason),
+        ("session", result.session_id),
+        ("turn", str(result.turn)),
+        ("model calls", str(result.num_turns)),
+        ("tokens", f"in {u.input_tokens}, out {u.output_tokens}, cache read {u.cache_read_tokens}, "
+                   f"cache write {u.cache_write_tokens}"),
+        ("cost", cost),
+        ("duration", f"{result.duration_s:.2f} s"),
+    ]
+    if result.error:
+        rows.insert(1, ("error", result.error))
+    return rows
+
+
+class EventView:
+    def __init__(self, *, as_json: bool, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.as_json = as_json
+        self._console: Any = None
+        if not as_json and self.stream.isatty():
+            try:
+                from rich.console import Console
+            except ImportError:  # rich comes with the `local` extra; plain text without it
+                pass
+            else:
+                self._console = Console(file=self.stream, highlight=False)
+
+    def event(self, event: AgentEvent) -> None:
+        if self.as_json:
+            self.stream.write(event.model_dump_json(exclude={"raw"}) + "\n")
+            self.stream.flush()
+            return
+        row = describe(event)
+        if row is None:
+            return
+        label, text = row
+        if self._console is not None:
+            from rich.markup import escape
+
+            style = {"agent": "bold green", "you": "bold cyan", "error": "bold red"}.get(label, "dim")
+            self._console.print(f"[{style}]{escape(label):>10}[/] {escape(text)}")
+        else:
+            self.stream.write(f"{label:>10}  {text}\n")
+            self.stream.flush()
+
+    def result(self, result: RunResult) -> None:
+        if self.as_json:
+            return  # the result event was already printed
+        rows = format_result(result)
+        if self._console is not None:
+            from rich.table import Table
+
+            table = Table(show_header=False, box=None, padding=(0, 1))
+            for key, value in rows:
+                table.add_row(f"[bold]{key}[/]", value)
+            self._console.rule("result")
+            if result.text:
+                self._console.print(result.text)
+            self._console.print(table)
+        else:
+            self.stream.write("--- result ---\n")
+            if result.text:
+                self.stream.write(result.text + "\n")
+            for key, value in rows:
+                self.stream.write(f"{key}: {value}\n")
+            self.stream.flush()
