@@ -127,7 +127,9 @@ class TurnProcess:
             note = {"timeout": f"the turn timed out after {self._timeout:g} s",
                     "interrupted": "the turn was interrupted", "cancelled": "the turn was cancelled"}
             result = result.model_copy(update={
-                "stop_reason": self._stop_reason, "is_error": self._stop_reason == "timeout" or result.is_error,
+                # a stopped CLI has no result line: that is no failure of its own unless it had finished
+                "stop_reason": self._stop_reason,
+                "is_error": self._stop_reason == "timeout" or (result.is_error and self._parser.finished),
                 "error": note.get(self._stop_reason, self._stop_reason)})
         return result
 

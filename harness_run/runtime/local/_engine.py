@@ -211,7 +211,7 @@ class LocalEngine:
                          started: float) -> RunResult:
         update: dict[str, Any] = {"session_id": session.session_id, "turn": run.turn, "harness": spec.harness,
                                   "model": spec.model, "duration_s": round(time.monotonic() - started, 3)}
-        if result.cost_usd is None:
+        if result.cost_usd is None and result.usage.total_tokens > 0:  # no usage reported: unknown, not 0
             update["cost_usd"] = price(spec.model, result.usage)
         schema = spec.output_schema
         if isinstance(schema, type) and issubclass(schema, BaseModel) and result.structured_output is not None:
@@ -249,6 +249,9 @@ class LocalEngine:
             await asyncio.to_thread(Workspaces.restore, data, driver.native_restore_dir(ctx))
 
     def _checkpoint(self, ctx: TurnContext, native: list[Path], values: list[str], turn: int) -> SnapshotRef:
+        # as redact(): values and their JSON-escaped forms (transcripts are JSON), none under 4 chars
+        forms = {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}
+        values = sorted(forms, key=len, reverse=True)
         workspace_key = self.store.put_blob(Workspaces.snapshot(ctx.workspace, values))
         native_key = None
         if native:

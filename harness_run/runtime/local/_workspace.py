@@ -120,8 +120,9 @@ class Workspaces:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
             for path in sorted(root.rglob("*")):
-                rel = path.relative_to(root).as_posix()
+                rel = _blank(path.relative_to(root).as_posix(), secret_values)  # names may hold secrets too
                 info = tar.gettarinfo(str(path), arcname=rel)
+                info.linkname = _blank(info.linkname, secret_values)
                 info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
                 if path.is_symlink() or path.is_dir():
                     tar.addfile(info)
@@ -139,6 +140,12 @@ class Workspaces:
         root.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(root, filter="data")
+
+
+def _blank(text: str, secret_values: list[str]) -> str:
+    for value in secret_values:
+        text = text.replace(value, "***")
+    return text
 
 
 def _git_env(secrets: Mapping[str, str], repo: GitRepo | None) -> dict[str, str]:

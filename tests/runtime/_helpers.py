@@ -1,0 +1,74 @@
+"""Helpers shared by the runtime tests (imported relatively; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_run.runtime.local import LocalEngine
+from harness_run.testing import ScriptedModel
+
+MODEL = "claude-sonnet-4-6"
+API_KEY = "scripted-dummy-key"
+
+
+def model_secrets(model: ScriptedModel, **extra: str) -> dict[str, str]:
+    """The run's endpoint and a dummy key (plus any declared secrets)."""
+    return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": API_KEY, **extra}
+
+
+def workspace_of(engine: LocalEngine, session_id: str) -> Path:
+    return engine.workdir / "sessions" / session_id / "workspace"
+
+
+def _cmdline(pid: int | str) -> str | None:
+    """The command line of a live (non-zombie) process, else None."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    if stat[stat.rfind(")") + 2 :].split()[:1] == ["Z"]:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def processes_with(marker: str) -> dict[int, str]:
+    """pid -> command line of every live process (anywhere) whose command line contains ``marker``."""
+    found: dict[int, str] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            cmd = _cmdline(entry.name)
+            if cmd is not None and marker in cmd:
+                found[int(entry.name)] = cmd
+    return found
+
+
+def claude_descendants() -> dict[int, str]:
+    """Live descendants of this test process whose command line mentions ``claude``."""
+    from harness_run.runtime._process import descendants
+
+    out: dict[int, str] = {}
+    for pid in descendants(os.getpid()):
+        cmd = _cmdline(pid)
+        if cmd is not None and "claude" in cmd:
+            out[pid] = cmd
+    return out
+
+
+async def wait_until(check: Callable[[], Any], within: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``check`` every 50 ms until it returns something truthy; fail after ``within`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    pytest.fail(f"timed out after {within} s waiting for {what}")
