@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness_run.build._pins import DEFAULT_BASE_IMAGE
 from harness_run.errors import SpecError, UsageError
 
 if TYPE_CHECKING:
@@ -38,8 +37,8 @@ def register(sub: Any) -> None:
     comp.add_argument(
         "--base-image",
         metavar="IMAGE",
-        default=DEFAULT_BASE_IMAGE,
-        help="image to build on (default: %(default)s)",
+        default=None,
+        help="image to build on (default: the builder's pinned python slim image)",
     )
     comp.add_argument(
         "--ca-file",
@@ -96,13 +95,13 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from harness_run.build import compile
+    from harness_run.build import DEFAULT_BASE_IMAGE, compile
 
     spec = _load(args.spec)
     started = time.perf_counter()
     plan = compile(
         spec,
-        base_image=args.base_image,
+        base_image=args.base_image or DEFAULT_BASE_IMAGE,
         ca_files=args.ca_file,
         runtime_class=None if args.runtime_class.lower() == "none" else args.runtime_class,
         pool_size=args.pool_size,

@@ -84,7 +84,7 @@ class TurnProcess:
     """One turn's process. ``run()`` returns the result; ``steer()``/``stop()`` act on it meanwhile."""
 
     def __init__(self, plan: LaunchPlan, parser: LineParser, cwd: Path, emit: Callable[[AgentEvent], None],
-                 timeout: float) -> None:
+                 timeout: float, on_spawn: Callable[[], None] | None = None) -> None:
         self._plan = plan
         self._parser = parser
         self._cwd = cwd
@@ -93,6 +93,7 @@ class TurnProcess:
         self._proc: asyncio.subprocess.Process | None = None
         self._stop_reason: StopReason | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._on_spawn = on_spawn
 
     async def run(self) -> RunResult:
         for path, text in self._plan.files.items():
@@ -105,6 +106,8 @@ class TurnProcess:
                 limit=_READ_LIMIT)
         except FileNotFoundError as exc:
             raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
+        if self._on_spawn is not None:
+            self._on_spawn()  # e.g. one-time warm-up, hidden behind the CLI's own start-up
         try:
             async with asyncio.timeout(self._timeout):
                 await self._pump(proc)

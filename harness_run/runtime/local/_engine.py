@@ -48,6 +48,23 @@ def spec_version(spec: AgentSpec) -> str:
     return hashlib.sha256(f"{__version__}\n{body}".encode()).hexdigest()[:12]
 
 
+_WARM = False
+
+
+def _warm_up() -> None:
+    """Build the pydantic schemas used after a turn while the first CLI boots (~0.5 s of its own),
+    so a fresh process does not pay for them after the result (runs once per process)."""
+    global _WARM
+    if _WARM:
+        return
+    _WARM = True
+    from harness_run import events
+
+    for model in (events.RunResult, events.ResultEvent, events.MessageEvent, events.StatusEvent,
+                  events.ToolUseEvent, events.ToolResultEvent, events.UserEvent, SessionRecord, TurnRecord):
+        model.model_rebuild(force=True)
+
+
 def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
     forms = sorted({f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}, key=len, reverse=True)
 
@@ -159,7 +176,8 @@ class LocalEngine:
                               workspace=paths.workspace, home=paths.home, env=env, resume=record.native_started,
                               prompt_overridden=prompt_overridden, binary=self.binaries.get(spec.harness))
             await self._restore_native(session, driver, ctx)
-            process = TurnProcess(driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout)
+            process = TurnProcess(driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout,
+                                  on_spawn=_warm_up)
 
             async def steer(text: str) -> bool:
                 payload = driver.steer(text)
