@@ -24,6 +24,7 @@ def scratch(prefix: str = "d-") -> Path:
     """A temporary directory removed when the benchmark exits."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH))
 
+
 # Every request without a tool result gets a shell call; every continuation gets the final text.
 RULES_SCRIPT = """\
 - rules:
@@ -41,8 +42,12 @@ def scripted_model() -> Iterator[str]:
     tmp = scratch("model-")
     script = tmp / "script.yaml"
     script.write_text(RULES_SCRIPT)
-    proc = subprocess.Popen([sys.executable, "-m", "harness_run", "mock-model", "--script", str(script),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness_run", "mock-model", "--script", str(script), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     url = None
     deadline = time.monotonic() + 20
@@ -70,27 +75,59 @@ def claude_binary() -> str:
 
 def cli_env(url: str, home: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in ("PATH", "LANG", "TMPDIR") if k in os.environ}
-    env.update({"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench", "HOME": str(home),
-                "CLAUDE_CONFIG_DIR": str(home / ".claude"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
-                "IS_SANDBOX": "1"})
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": "bench",
+            "HOME": str(home),
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "IS_SANDBOX": "1",
+        }
+    )
     return env
 
 
-def bare_cli_turn(url: str, prompt: str, resume: str | None = None, session_id: str | None = None,
-                  home: Path | None = None, cwd: Path | None = None) -> float:
+def bare_cli_turn(
+    url: str,
+    prompt: str,
+    resume: str | None = None,
+    session_id: str | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+) -> float:
     """One `claude -p` turn exactly as a user would run it headless; returns seconds."""
     home = home or scratch("home-")
     cwd = cwd or scratch("ws-")
-    argv = [claude_binary(), "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", MODEL,
-            "--permission-mode", "bypassPermissions"]
+    argv = [
+        claude_binary(),
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        MODEL,
+        "--permission-mode",
+        "bypassPermissions",
+    ]
     if resume:
         argv += ["--resume", resume]
     elif session_id:
         argv += ["--session-id", session_id]
     start = time.perf_counter()
-    done = subprocess.run(argv, env=cli_env(url, home), cwd=cwd, capture_output=True, text=True, check=False,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        argv,
+        env=cli_env(url, home),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0 or '"is_error":false' not in done.stdout.replace(" ", ""):
         raise SystemExit(f"bare CLI turn failed: {done.stdout[-500:]} {done.stderr[-500:]}")
@@ -102,5 +139,7 @@ def median(values: list[float]) -> float:
 
 
 def report(label: str, values: list[float], unit: str = "s") -> None:
-    print(f"{label}: median {median(values):.3f} {unit}  min {min(values):.3f}  max {max(values):.3f}  "
-          f"(n={len(values)})")
+    print(
+        f"{label}: median {median(values):.3f} {unit}  min {min(values):.3f}  max {max(values):.3f}  "
+        f"(n={len(values)})"
+    )

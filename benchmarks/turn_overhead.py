@@ -35,7 +35,7 @@ async def in_process(url: str, rounds: int) -> tuple[list[float], list[float], l
     secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
     bare, ours, bare2, ours2 = [], [], [], []
     for i in range(rounds + 1):
-        for order in ((0, 1) if i % 2 else (1, 0)):
+        for order in (0, 1) if i % 2 else (1, 0):
             if order == 0:
                 t = bare_cli_turn(url, PROMPT)
                 bare.append(t)
@@ -70,22 +70,33 @@ def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], floa
     argv = [exe, "run", str(spec_file), PROMPT, "--json"]
     bare, ours = [], []
     for i in range(rounds + 1):
-        for order in ((0, 1) if i % 2 else (1, 0)):
+        for order in (0, 1) if i % 2 else (1, 0):
             if order == 0:
                 bare.append(bare_cli_turn(url, PROMPT))
             else:
                 start = time.perf_counter()
-                done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False,
-                                      stdin=subprocess.DEVNULL)
+                done = subprocess.run(
+                    argv, env=env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+                )
                 ours.append(time.perf_counter() - start)
                 if done.returncode != 0:
                     raise SystemExit(f"harness-run run failed: {done.stdout[-400:]} {done.stderr[-400:]}")
     # peak RSS of one fresh `harness-run run` Python process (children excluded)
-    probe = ("import resource, sys; from harness_run.cli import main; code = main(sys.argv[1:]); "
-             "sys.stderr.write(f'RSS_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'); sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", probe, *argv[1:]], env=env, capture_output=True, text=True,
-                          check=False, stdin=subprocess.DEVNULL)
-    rss = next((int(line.split("=")[1]) for line in done.stderr.splitlines() if line.startswith("RSS_KB=")), 0)
+    probe = (
+        "import resource, sys; from harness_run.cli import main; code = main(sys.argv[1:]); "
+        "sys.stderr.write(f'RSS_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    rss = next(
+        (int(line.split("=")[1]) for line in done.stderr.splitlines() if line.startswith("RSS_KB=")), 0
+    )
     return bare[1:], ours[1:], rss / 1024
 
 

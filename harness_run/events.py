@@ -7,6 +7,7 @@ emitted or stored.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -144,17 +145,23 @@ class ResultEvent(_Event):
 
 
 AgentEvent = Annotated[
-    StatusEvent | UserEvent | MessageEvent | ThinkingEvent | ToolUseEvent | ToolResultEvent | ErrorEvent
+    StatusEvent
+    | UserEvent
+    | MessageEvent
+    | ThinkingEvent
+    | ToolUseEvent
+    | ToolResultEvent
+    | ErrorEvent
     | ResultEvent,
     Field(discriminator="type"),
 ]
 
-_ADAPTER: TypeAdapter[AgentEvent] | None = None
+
+@cache
+def _adapter() -> TypeAdapter[AgentEvent]:
+    return TypeAdapter(AgentEvent)
 
 
 def parse_event(data: dict[str, Any]) -> AgentEvent:
     """Rebuild an event from its stored JSON form."""
-    global _ADAPTER
-    if _ADAPTER is None:
-        _ADAPTER = TypeAdapter(AgentEvent)
-    return _ADAPTER.validate_python(data)
+    return _adapter().validate_python(data)

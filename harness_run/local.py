@@ -21,7 +21,9 @@ from harness_run.store import SqliteStore
 __all__ = ["LocalEngine", "deploy", "get_engine", "run"]
 
 
-def deploy(spec: AgentSpec, *, workdir: str | Path | None = None, claude_binary: str | None = None) -> LocalEngine:
+def deploy(
+    spec: AgentSpec, *, workdir: str | Path | None = None, claude_binary: str | None = None
+) -> LocalEngine:
     """An engine for ``spec`` on this machine."""
     return LocalEngine(spec, workdir=workdir, claude_binary=claude_binary)
 
@@ -37,9 +39,15 @@ def get_engine(name: str, *, workdir: str | Path | None = None, version: str | N
     return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, store=store)
 
 
-def run(spec: AgentSpec, prompt: str, *, secrets: Mapping[str, str] | None = None,
-        config: TurnConfig | Mapping[str, Any] | None = None, session_config: SessionConfig | None = None,
-        workdir: str | Path | None = None) -> RunResult:
+def run(
+    spec: AgentSpec,
+    prompt: str,
+    *,
+    secrets: Mapping[str, str] | None = None,
+    config: TurnConfig | Mapping[str, Any] | None = None,
+    session_config: SessionConfig | None = None,
+    workdir: str | Path | None = None,
+) -> RunResult:
     """One turn from synchronous code: deploy, start a session, run, return the result."""
 
     async def _main() -> RunResult:
@@ -53,5 +61,7 @@ def run(spec: AgentSpec, prompt: str, *, secrets: Mapping[str, str] | None = Non
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(_main())
-    raise UsageError("local.run() is for synchronous code; inside async code use "
-                     "`await local.deploy(spec).start_session().run(prompt)`")
+    raise UsageError(
+        "local.run() is for synchronous code; inside async code use "
+        "`await local.deploy(spec).start_session().run(prompt)`"
+    )

@@ -12,9 +12,12 @@ __all__ = ["add_workdir", "secrets_from_env"]
 
 
 def add_workdir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where sessions and history live (default: $HARNESS_RUN_HOME or "
-                        "~/.local/share/harness-run)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where sessions and history live (default: $HARNESS_RUN_HOME or ~/.local/share/harness-run)",
+    )
 
 
 def secrets_from_env(names: list[str]) -> dict[str, str]:
@@ -22,8 +25,10 @@ def secrets_from_env(names: list[str]) -> dict[str, str]:
     secrets: dict[str, str] = {}
     for name in names:
         if "=" in name:
-            raise UsageError(f"--secret takes a NAME, not a value ({name.split('=', 1)[0]}=…); export the "
-                             "value in the environment and pass --secret NAME")
+            raise UsageError(
+                f"--secret takes a NAME, not a value ({name.split('=', 1)[0]}=…); export the "
+                "value in the environment and pass --secret NAME"
+            )
         if name not in os.environ:
             raise UsageError(f"--secret {name}: the environment variable {name} is not set; export it first")
         secrets[name] = os.environ[name]

@@ -14,28 +14,41 @@ from harness_run.errors import UsageError
 __all__ = ["register"]
 
 _DEMO_PROMPT = "Create fib.py with a fibonacci(n) function, then run it to print fibonacci(10)."
-_DEMO_CODE = ("def fibonacci(n: int) -> int:\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n"
-              "    return a\n\n\nif __name__ == '__main__':\n    print(fibonacci(10))\n")
+_DEMO_CODE = (
+    "def fibonacci(n: int) -> int:\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n"
+    "    return a\n\n\nif __name__ == '__main__':\n    print(fibonacci(10))\n"
+)
 
 
 def register(sub: Any) -> None:
-    run = sub.add_parser("run", help="run one agent turn locally (or continue a session)",
-                         description="Run a turn of the agent in SPEC on this machine. Secrets are read from "
-                         "this process's environment by name (--secret NAME), never from the command line.")
+    run = sub.add_parser(
+        "run",
+        help="run one agent turn locally (or continue a session)",
+        description="Run a turn of the agent in SPEC on this machine. Secrets are read from "
+        "this process's environment by name (--secret NAME), never from the command line.",
+    )
     run.add_argument("spec", help="spec file (YAML or JSON)")
     run.add_argument("prompt", help="what the agent should do")
     run.add_argument("--session", metavar="ID", help="continue this session (see `harness-run sessions`)")
-    run.add_argument("--secret", action="append", default=[], metavar="NAME",
-                     help="pass the environment variable NAME as a secret (repeatable)")
+    run.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass the environment variable NAME as a secret (repeatable)",
+    )
     run.add_argument("--model", help="override the model for this turn")
     run.add_argument("--json", action="store_true", help="print events as JSON lines")
     add_workdir(run)
     run.set_defaults(func=_run)
 
-    demo = sub.add_parser("demo", help="see a real Claude Code turn against the built-in scripted model",
-                          description="Runs the real `claude` CLI on a small task. With no ANTHROPIC_API_KEY "
-                          "in the environment (or with --scripted) the model is harness-run's scripted model "
-                          "on 127.0.0.1, so it needs no key and no network.")
+    demo = sub.add_parser(
+        "demo",
+        help="see a real Claude Code turn against the built-in scripted model",
+        description="Runs the real `claude` CLI on a small task. With no ANTHROPIC_API_KEY "
+        "in the environment (or with --scripted) the model is harness-run's scripted model "
+        "on 127.0.0.1, so it needs no key and no network.",
+    )
     demo.add_argument("--scripted", action="store_true", help="use the scripted model even if a key is set")
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
     add_workdir(demo)
@@ -53,7 +66,9 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
 
 
-async def _turn(spec: Any, prompt: str, secrets: dict[str, str], config: Any, args: argparse.Namespace) -> int:
+async def _turn(
+    spec: Any, prompt: str, secrets: dict[str, str], config: Any, args: argparse.Namespace
+) -> int:
     from harness_run import local
     from harness_run.cli._view import EventView
 
@@ -67,7 +82,7 @@ async def _turn(spec: Any, prompt: str, secrets: dict[str, str], config: Any, ar
         result = await run
         view.result(result)
         if not args.json:
-            print(f"continue with: harness-run run {args.spec} \"...\" --session {session.session_id}")
+            print(f'continue with: harness-run run {args.spec} "..." --session {session.session_id}')
         return 1 if result.is_error else 0
     finally:
         engine.close()
@@ -82,12 +97,21 @@ async def _demo_turn(args: argparse.Namespace) -> int:
     from harness_run.cli._view import EventView
     from harness_run.testing import ScriptedModel, shell, text, write_file
 
-    spec = AgentSpec(name="demo", harness="claude-code", model="claude-sonnet-4-6",
-                     system_prompt="You are a careful coding agent. Keep answers short.")
+    spec = AgentSpec(
+        name="demo",
+        harness="claude-code",
+        model="claude-sonnet-4-6",
+        system_prompt="You are a careful coding agent. Keep answers short.",
+    )
     view = EventView(as_json=args.json)
     scripted = args.scripted or not os.environ.get("ANTHROPIC_API_KEY")
-    model = ScriptedModel([write_file("fib.py", _DEMO_CODE), shell("python3 fib.py"),
-                           text("Created fib.py; fibonacci(10) = 55.")])
+    model = ScriptedModel(
+        [
+            write_file("fib.py", _DEMO_CODE),
+            shell("python3 fib.py"),
+            text("Created fib.py; fibonacci(10) = 55."),
+        ]
+    )
     secrets: dict[str, str] = {}
     if scripted:
         model.start()

@@ -42,7 +42,7 @@ def _sessions(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump(mode="json", exclude={"last_result"}) for r in records], indent=2))
         return 0
     if not records:
-        print("no sessions yet (run one with `harness-run run SPEC \"prompt\"` or `harness-run demo`)")
+        print('no sessions yet (run one with `harness-run run SPEC "prompt"` or `harness-run demo`)')
         return 0
     print(f"{'SESSION':36}  {'ENGINE':20}  {'TURNS':>5}  {'STATUS':8}  UPDATED")
     for r in records:
@@ -58,19 +58,29 @@ def _history(args: argparse.Namespace) -> int:
     store = _store(args)
     record = store.get_session(args.session_id)
     if record is None:
-        raise SessionNotFoundError(f"no session {args.session_id!r} in {store.root}; list them with "
-                                   "`harness-run sessions`")
+        raise SessionNotFoundError(
+            f"no session {args.session_id!r} in {store.root}; list them with `harness-run sessions`"
+        )
     turns = store.list_turns(args.session_id)
     if args.json:
         events = store.read_events(args.session_id) if args.events else []
-        print(json.dumps({"session": record.model_dump(mode="json"),
-                          "turns": [t.model_dump(mode="json") for t in turns], "events": events}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "session": record.model_dump(mode="json"),
+                    "turns": [t.model_dump(mode="json") for t in turns],
+                    "events": events,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"session {record.session_id}  engine {record.engine}@{record.version}  harness {record.harness}")
     view = EventView(as_json=False)
     for turn in turns:
         print(f"\n=== turn {turn.turn}: {turn.prompt}")
-        print(f"    model {turn.settings.get('model')}  config {json.dumps(turn.turn_config) if turn.turn_config else '-'}")
+        config = json.dumps(turn.turn_config) if turn.turn_config else "-"
+        print(f"    model {turn.settings.get('model')}  config {config}")
         if args.events:
             for data in store.read_events(args.session_id, turn.turn):
                 view.event(parse_event(data))

@@ -51,8 +51,11 @@ def format_result(result: RunResult) -> list[tuple[str, str]]:
         ("session", result.session_id),
         ("turn", str(result.turn)),
         ("model calls", str(result.num_turns)),
-        ("tokens", f"in {u.input_tokens}, out {u.output_tokens}, cache read {u.cache_read_tokens}, "
-                   f"cache write {u.cache_write_tokens}"),
+        (
+            "tokens",
+            f"in {u.input_tokens}, out {u.output_tokens}, cache read {u.cache_read_tokens}, "
+            f"cache write {u.cache_write_tokens}",
+        ),
         ("cost", cost),
         ("duration", f"{result.duration_s:.2f} s"),
     ]

@@ -80,8 +80,9 @@ class ClaudeCodeDriver:
             if candidate:
                 if Path(candidate).is_file() and os.access(candidate, os.X_OK):
                     return candidate
-                raise HarnessNotFoundError(f"the claude binary {candidate!r} does not exist or is not "
-                                           f"executable; {_INSTALL_HINT}")
+                raise HarnessNotFoundError(
+                    f"the claude binary {candidate!r} does not exist or is not executable; {_INSTALL_HINT}"
+                )
         found = bundled_claude() or shutil.which("claude")
         if not found:
             raise HarnessNotFoundError(f"Claude Code (`claude`) is not installed; {_INSTALL_HINT}")
@@ -93,9 +94,21 @@ class ClaudeCodeDriver:
     def launch(self, ctx: TurnContext) -> LaunchPlan:
         spec = ctx.spec
         argv = [
-            self.locate(ctx.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-            "--verbose", "--model", spec.model, "--permission-mode", spec.permission_mode,
-            "--permission-prompts", "none", "--setting-sources", "project,local",
+            self.locate(ctx.binary),
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            spec.model,
+            "--permission-mode",
+            spec.permission_mode,
+            "--permission-prompts",
+            "none",
+            "--setting-sources",
+            "project,local",
         ]
         argv += ["--resume", ctx.session_id] if ctx.resume else ["--session-id", ctx.session_id]
         if spec.system_prompt.mode == "replace":
@@ -130,10 +143,15 @@ class ClaudeCodeDriver:
         env["CLAUDE_CONFIG_DIR"] = str(self.config_dir(ctx))
         if spec.permission_mode == "bypassPermissions":
             env["IS_SANDBOX"] = "1"  # root refuses bypass without it; we run in an isolated workspace
-        message = {"type": "user", "message": {"role": "user", "content": ctx.prompt},
-                   "parent_tool_use_id": None, "session_id": ctx.session_id}
-        return LaunchPlan(argv=argv, env=env, stdin=(json.dumps(message) + "\n").encode(),
-                          keep_stdin_open=True, files=files)
+        message = {
+            "type": "user",
+            "message": {"role": "user", "content": ctx.prompt},
+            "parent_tool_use_id": None,
+            "session_id": ctx.session_id,
+        }
+        return LaunchPlan(
+            argv=argv, env=env, stdin=(json.dumps(message) + "\n").encode(), keep_stdin_open=True, files=files
+        )
 
     def steer(self, text: str) -> bytes | None:
         message = {"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": None}
@@ -166,9 +184,12 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
         value = raw.get(key)
         return int(value) if isinstance(value, int | float) else 0
 
-    return Usage(input_tokens=num("input_tokens"), output_tokens=num("output_tokens"),
-                 cache_read_tokens=num("cache_read_input_tokens"),
-                 cache_write_tokens=num("cache_creation_input_tokens"))
+    return Usage(
+        input_tokens=num("input_tokens"),
+        output_tokens=num("output_tokens"),
+        cache_read_tokens=num("cache_read_input_tokens"),
+        cache_write_tokens=num("cache_creation_input_tokens"),
+    )
 
 
 class _ClaudeParser:
@@ -202,11 +223,23 @@ class _ClaudeParser:
             self._result = data
             return []
         if kind == "system" and data.get("subtype") == "init":
-            detail = {k: data.get(k) for k in ("model", "tools", "mcp_servers", "claude_code_version",
-                                                "permissionMode", "session_id", "skills")}
+            detail = {
+                k: data.get(k)
+                for k in (
+                    "model",
+                    "tools",
+                    "mcp_servers",
+                    "claude_code_version",
+                    "permissionMode",
+                    "session_id",
+                    "skills",
+                )
+            }
             return [StatusEvent(status="started", detail=detail, raw=data)]
         if kind == "system" and data.get("subtype") == "api_retry":
-            return [StatusEvent(status="retry", detail={k: v for k, v in data.items() if k != "type"}, raw=data)]
+            return [
+                StatusEvent(status="retry", detail={k: v for k, v in data.items() if k != "type"}, raw=data)
+            ]
         return []
 
     def _assistant(self, data: dict[str, Any]) -> list[AgentEvent]:
@@ -224,10 +257,18 @@ class _ClaudeParser:
                 events.append(ThinkingEvent(text=str(block.get("thinking", "")), raw=data))
             elif btype == "tool_use":
                 tool_input = block.get("input")
-                events.append(ToolUseEvent(tool_use_id=str(block.get("id", "")), name=str(block.get("name", "")),
-                                           input=tool_input if isinstance(tool_input, dict) else {}, raw=data))
+                events.append(
+                    ToolUseEvent(
+                        tool_use_id=str(block.get("id", "")),
+                        name=str(block.get("name", "")),
+                        input=tool_input if isinstance(tool_input, dict) else {},
+                        raw=data,
+                    )
+                )
         if data.get("error"):
-            events.append(ErrorEvent(message=_text_of(message.get("content")) or str(data["error"]), raw=data))
+            events.append(
+                ErrorEvent(message=_text_of(message.get("content")) or str(data["error"]), raw=data)
+            )
         return events
 
     def _user(self, data: dict[str, Any]) -> list[AgentEvent]:
@@ -235,23 +276,36 @@ class _ClaudeParser:
         if not isinstance(content, list):
             return []
         return [
-            ToolResultEvent(tool_use_id=str(block.get("tool_use_id", "")), content=_text_of(block.get("content")),
-                            is_error=bool(block.get("is_error")), raw=data)
+            ToolResultEvent(
+                tool_use_id=str(block.get("tool_use_id", "")),
+                content=_text_of(block.get("content")),
+                is_error=bool(block.get("is_error")),
+                raw=data,
+            )
             for block in content
             if isinstance(block, dict) and block.get("type") == "tool_result"
         ]
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         ctx = self._ctx
-        base = {"session_id": ctx.session_id, "turn": ctx.turn, "harness": ClaudeCodeDriver.name, "model": ctx.spec.model,
-                "native_session_id": ctx.session_id}
+        base: dict[str, Any] = {
+            "session_id": ctx.session_id,
+            "turn": ctx.turn,
+            "harness": ClaudeCodeDriver.name,
+            "model": ctx.spec.model,
+            "native_session_id": ctx.session_id,
+        }
         data = self._result
         if data is None:
             detail = stderr_tail.strip() or "no output"
             if self._unparsed:
                 detail = f"unexpected output from claude: {self._unparsed[-1]!r}\n{detail}"
-            return RunResult(is_error=True, stop_reason="error",
-                             error=f"claude exited (code {exit_code}) without a result: {detail}", **base)
+            return RunResult(
+                is_error=True,
+                stop_reason="error",
+                error=f"claude exited (code {exit_code}) without a result: {detail}",
+                **base,
+            )
         is_error = bool(data.get("is_error"))
         subtype = str(data.get("subtype", "success"))
         stop: StopReason = _STOP.get(subtype, "error")  # type: ignore[assignment]
@@ -265,8 +319,14 @@ class _ClaudeParser:
             error = text or (" ".join(map(str, errors)) if isinstance(errors, list) else subtype)
         cost = data.get("total_cost_usd")
         return RunResult(
-            text=text, structured_output=data.get("structured_output"), is_error=is_error or stop == "error",
-            error=error, stop_reason=stop, num_turns=int(data.get("num_turns") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else None, usage=_usage(data.get("usage")),
-            duration_s=float(data.get("duration_ms") or 0) / 1000, **base)
-
+            text=text,
+            structured_output=data.get("structured_output"),
+            is_error=is_error or stop == "error",
+            error=error,
+            stop_reason=stop,
+            num_turns=int(data.get("num_turns") or 0),
+            cost_usd=float(cost) if isinstance(cost, int | float) else None,
+            usage=_usage(data.get("usage")),
+            duration_s=float(data.get("duration_ms") or 0) / 1000,
+            **base,
+        )

@@ -26,7 +26,11 @@ def price(model: str, usage: Usage) -> float | None:
     for prefix in sorted(PRICES, key=len, reverse=True):
         if name.startswith(prefix):
             inp, out, read, write = PRICES[prefix]
-            total = (usage.input_tokens * inp + (usage.output_tokens + usage.reasoning_tokens) * out
-                     + usage.cache_read_tokens * read + usage.cache_write_tokens * write)
+            total = (
+                usage.input_tokens * inp
+                + (usage.output_tokens + usage.reasoning_tokens) * out
+                + usage.cache_read_tokens * read
+                + usage.cache_write_tokens * write
+            )
             return round(total / 1_000_000, 8)
     return None

@@ -83,8 +83,15 @@ def _alive(pid: int) -> bool:
 class TurnProcess:
     """One turn's process. ``run()`` returns the result; ``steer()``/``stop()`` act on it meanwhile."""
 
-    def __init__(self, plan: LaunchPlan, parser: LineParser, cwd: Path, emit: Callable[[AgentEvent], None],
-                 timeout: float, on_spawn: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        parser: LineParser,
+        cwd: Path,
+        emit: Callable[[AgentEvent], None],
+        timeout: float,
+        on_spawn: Callable[[], None] | None = None,
+    ) -> None:
         self._plan = plan
         self._parser = parser
         self._cwd = cwd
@@ -101,9 +108,15 @@ class TurnProcess:
             path.write_text(text, encoding="utf-8")
         try:
             self._proc = proc = await asyncio.create_subprocess_exec(
-                *self._plan.argv, cwd=self._cwd, env=self._plan.env, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                limit=_READ_LIMIT)
+                *self._plan.argv,
+                cwd=self._cwd,
+                env=self._plan.env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=_READ_LIMIT,
+            )
         except FileNotFoundError as exc:
             raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
         if self._on_spawn is not None:
@@ -127,17 +140,25 @@ class TurnProcess:
     def _result(self, exit_code: int | None) -> RunResult:
         result = self._parser.finish(exit_code, "".join(self._stderr))
         if self._stop_reason is not None:
-            note = {"timeout": f"the turn timed out after {self._timeout:g} s",
-                    "interrupted": "the turn was interrupted", "cancelled": "the turn was cancelled"}
-            result = result.model_copy(update={
-                # a stopped CLI has no result line: that is no failure of its own unless it had finished
-                "stop_reason": self._stop_reason,
-                "is_error": self._stop_reason == "timeout" or (result.is_error and self._parser.finished),
-                "error": note.get(self._stop_reason, self._stop_reason)})
+            note = {
+                "timeout": f"the turn timed out after {self._timeout:g} s",
+                "interrupted": "the turn was interrupted",
+                "cancelled": "the turn was cancelled",
+            }
+            result = result.model_copy(
+                update={
+                    # a stopped CLI has no result line: that is no failure of its own unless it had finished
+                    "stop_reason": self._stop_reason,
+                    "is_error": self._stop_reason == "timeout" or (result.is_error and self._parser.finished),
+                    "error": note.get(self._stop_reason, self._stop_reason),
+                }
+            )
         return result
 
     async def _pump(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
         if self._plan.stdin:
             proc.stdin.write(self._plan.stdin)

@@ -35,12 +35,20 @@ class Run:
         self._interrupt: Callable[[], Awaitable[None]] | None = None
         self._steer: Callable[[str], Awaitable[bool]] | None = None
 
-    # --- wiring used by the runtime ------------------------------------------------------------
+    # --- wiring used by runtimes (not for applications) ----------------------------------------
 
-    def _start(self, body: Coroutine[Any, Any, RunResult]) -> None:
+    def start(self, body: Coroutine[Any, Any, RunResult]) -> None:
+        """Run ``body`` (the turn) as this run's task."""
         self._task = asyncio.get_running_loop().create_task(body, name=f"harness-run turn {self.turn}")
 
-    def _emit(self, event: AgentEvent) -> AgentEvent:
+    def bind(
+        self, *, interrupt: Callable[[], Awaitable[None]], steer: Callable[[str], Awaitable[bool]]
+    ) -> None:
+        """Connect ``interrupt()``/``steer()`` to the running process."""
+        self._interrupt, self._steer = interrupt, steer
+
+    def emit(self, event: AgentEvent) -> AgentEvent:
+        """Number, time-stamp and publish an event to iterators."""
         event = event.model_copy(update={"seq": len(self._events), "turn": self.turn, "ts": time.time()})
         self._events.append(event)
         if isinstance(event, ResultEvent):
@@ -95,8 +103,9 @@ class Run:
             if self._task is None:
                 await waiter.wait()
             else:
-                await asyncio.wait([asyncio.ensure_future(waiter.wait()), self._task],
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [asyncio.ensure_future(waiter.wait()), self._task], return_when=asyncio.FIRST_COMPLETED
+                )
 
     async def interrupt(self) -> None:
         """Stop the turn now; its result gets ``stop_reason="interrupted"``."""

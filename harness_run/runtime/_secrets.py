@@ -17,18 +17,59 @@ from harness_run.spec import AgentSpec
 __all__ = ["PROVIDER_VARIABLES", "agent_env", "resolve_secrets", "secret_values"]
 
 # Model-provider variables a run may pass without declaring them (endpoint and key per harness).
-PROVIDER_VARIABLES: frozenset[str] = frozenset({
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENROUTER_API_KEY", "CLAUDE_CODE_USE_VERTEX",
-    "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION", "GOOGLE_APPLICATION_CREDENTIALS",
-})
-_NOT_SECRET = frozenset({"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "CLAUDE_CODE_USE_VERTEX",
-                         "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION"})
-_PASS_THROUGH = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL",
-                 "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT",
-                 "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                 "https_proxy", "no_proxy")
-_ENDPOINT_VAR = {"claude-code": "ANTHROPIC_BASE_URL", "codex": "OPENAI_BASE_URL", "opencode": "OPENAI_BASE_URL"}
+PROVIDER_VARIABLES: frozenset[str] = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENROUTER_API_KEY",
+        "CLAUDE_CODE_USE_VERTEX",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLOUD_ML_REGION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    }
+)
+_NOT_SECRET = frozenset(
+    {
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_BASE_URL",
+        "CLAUDE_CODE_USE_VERTEX",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLOUD_ML_REGION",
+    }
+)
+_PASS_THROUGH = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+_ENDPOINT_VAR = {
+    "claude-code": "ANTHROPIC_BASE_URL",
+    "codex": "OPENAI_BASE_URL",
+    "opencode": "OPENAI_BASE_URL",
+}
 
 
 def resolve_secrets(spec: AgentSpec, given: Mapping[str, str] | None) -> dict[str, str]:
@@ -37,18 +78,26 @@ def resolve_secrets(spec: AgentSpec, given: Mapping[str, str] | None) -> dict[st
     Raises UsageError naming missing required secrets or undeclared names (values never shown).
     """
     given = dict(given or {})
-    bad = sorted(k for k, v in given.items() if not isinstance(k, str) or not isinstance(v, str))
+    bad = sorted(  # callers pass untyped data: check it
+        str(k)
+        for k, v in given.items()
+        if not isinstance(k, str) or not isinstance(v, str)  # pyright: ignore[reportUnnecessaryIsInstance]
+    )
     if bad:
         raise UsageError(f"secrets must map names to string values; fix the entries {bad}")
     declared = set(spec.secret_names)
     unknown = sorted(set(given) - declared - PROVIDER_VARIABLES)
     if unknown:
-        raise UsageError(f"secrets {unknown} are not declared by spec {spec.name!r}; add them to the spec's "
-                         "`secrets` (names only) or drop them from this run")
+        raise UsageError(
+            f"secrets {unknown} are not declared by spec {spec.name!r}; add them to the spec's "
+            "`secrets` (names only) or drop them from this run"
+        )
     missing = [s.name for s in spec.secrets if s.required and s.name not in given]
     if missing:
-        raise UsageError(f"this run needs the secrets {missing} declared by spec {spec.name!r}; pass them with "
-                         "secrets={NAME: value}")
+        raise UsageError(
+            f"this run needs the secrets {missing} declared by spec {spec.name!r}; pass them with "
+            "secrets={NAME: value}"
+        )
     endpoint_var = _ENDPOINT_VAR[spec.harness] if spec.model_base_url else None
     for name in PROVIDER_VARIABLES:  # precedence: secrets= > the spec's model_base_url > process env
         if name not in given and name != endpoint_var and os.environ.get(name):
@@ -61,7 +110,9 @@ def secret_values(secrets: Mapping[str, str]) -> list[str]:
     return [v for k, v in secrets.items() if k not in _NOT_SECRET and v]
 
 
-def agent_env(spec: AgentSpec, secrets: Mapping[str, str], *, home: str, path_prefix: list[str]) -> dict[str, str]:
+def agent_env(
+    spec: AgentSpec, secrets: Mapping[str, str], *, home: str, path_prefix: list[str]
+) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
     env.update(spec.env)
     env.update(secrets)

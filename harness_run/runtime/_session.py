@@ -35,11 +35,18 @@ class TurnBackend(Protocol):
     spec: AgentSpec
     store: HistoryStore
 
-    def execute_turn(self, session: Session, run: Run, spec: AgentSpec, secrets: dict[str, str],
-                     turn_config: TurnConfig | None) -> Coroutine[Any, Any, RunResult]: ...
+    def execute_turn(
+        self,
+        session: Session,
+        run: Run,
+        spec: AgentSpec,
+        secrets: dict[str, str],
+        turn_config: TurnConfig | None,
+    ) -> Coroutine[Any, Any, RunResult]: ...
 
-    async def execute_command(self, session: Session, command: str, secrets: dict[str, str],
-                              timeout: float) -> ExecResult: ...
+    async def execute_command(
+        self, session: Session, command: str, secrets: dict[str, str], timeout: float
+    ) -> ExecResult: ...
 
 
 def _as_turn_config(config: TurnConfig | Mapping[str, Any] | None) -> TurnConfig | None:
@@ -88,8 +95,13 @@ class Session:
     def current_run(self) -> Run | None:
         return self._current
 
-    def run(self, prompt: str, *, secrets: Mapping[str, str] | None = None,
-            config: TurnConfig | Mapping[str, Any] | None = None) -> Run:
+    def run(
+        self,
+        prompt: str,
+        *,
+        secrets: Mapping[str, str] | None = None,
+        config: TurnConfig | Mapping[str, Any] | None = None,
+    ) -> Run:
         """Start the next turn and return its :class:`Run` (await it for the result).
 
         Raises SessionBusyError while a turn runs, SpecError for a bad config, UsageError for
@@ -98,24 +110,32 @@ class Session:
         if self._current is not None and not self._current.done:
             raise SessionBusyError(
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
-                "with session.send(...), or stop it with session.interrupt()")
-        if not isinstance(prompt, str) or not prompt.strip():
+                "with session.send(...), or stop it with session.interrupt()"
+            )
+        if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("the prompt must be a non-empty string")
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            raise UsageError("session.run() needs a running event loop: use `await session.run(...)` in async "
-                             "code, or harness_run.local.run(spec, prompt) from plain scripts") from None
+            raise UsageError(
+                "session.run() needs a running event loop: use `await session.run(...)` in async "
+                "code, or harness_run.local.run(spec, prompt) from plain scripts"
+            ) from None
         turn_config = _as_turn_config(config)
         spec = effective_spec(self._backend.spec, self.config, turn_config)
         resolved = resolve_secrets(spec, secrets)
         run = Run(self.session_id, self.record.turns + 1, prompt)
         self._current = run
-        run._start(self._backend.execute_turn(self, run, spec, resolved, turn_config))
+        run.start(self._backend.execute_turn(self, run, spec, resolved, turn_config))
         return run
 
-    def send(self, prompt: str, *, secrets: Mapping[str, str] | None = None,
-             config: TurnConfig | Mapping[str, Any] | None = None) -> Run:
+    def send(
+        self,
+        prompt: str,
+        *,
+        secrets: Mapping[str, str] | None = None,
+        config: TurnConfig | Mapping[str, Any] | None = None,
+    ) -> Run:
         """The next turn — or, while a turn runs, steer it with this message and return that Run."""
         current = self._current
         if current is not None and not current.done:
@@ -133,8 +153,9 @@ class Session:
             await self._current.interrupt()
             await asyncio.gather(asyncio.shield(self._current.wait()), return_exceptions=True)
 
-    async def exec(self, command: str, *, secrets: Mapping[str, str] | None = None,
-                   timeout: float = 120.0) -> ExecResult:
+    async def exec(
+        self, command: str, *, secrets: Mapping[str, str] | None = None, timeout: float = 120.0
+    ) -> ExecResult:
         """Run a shell command in the session's workspace (also while a turn runs)."""
         resolved = resolve_secrets(self._backend.spec, secrets) if secrets else {}
         return await self._backend.execute_command(self, command, resolved, timeout)
@@ -148,4 +169,5 @@ class Session:
         return [parse_event(e) for e in self._backend.store.read_events(self.session_id, turn)]
 
     def __repr__(self) -> str:
-        return f"<Session {self.session_id} engine={self.record.engine} turns={self.record.turns} status={self.status}>"
+        record = self.record
+        return f"<Session {self.session_id} engine={record.engine} turns={record.turns} status={self.status}>"

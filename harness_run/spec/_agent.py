@@ -30,8 +30,15 @@ from harness_run.spec._values import (
     SystemPrompt,
 )
 
-__all__ = ["HARNESSES", "AgentSpec", "Harness", "OutputSchema", "PermissionMode", "ReasoningEffort",
-           "json_schema_of"]
+__all__ = [
+    "HARNESSES",
+    "AgentSpec",
+    "Harness",
+    "OutputSchema",
+    "PermissionMode",
+    "ReasoningEffort",
+    "json_schema_of",
+]
 
 Harness = Literal["claude-code", "codex", "opencode"]
 HARNESSES: tuple[Harness, ...] = ("claude-code", "codex", "opencode")
@@ -69,18 +76,24 @@ def check_output_schema(value: Any) -> OutputSchema | None:
     if isinstance(value, type) and issubclass(value, BaseModel):
         return value
     if not isinstance(value, dict):
-        raise spec_fail("output_schema must be a pydantic model class or a JSON Schema object",
-                        "pass e.g. MyResult (a BaseModel subclass) or {'type': 'object', ...}")
+        raise spec_fail(
+            "output_schema must be a pydantic model class or a JSON Schema object",
+            "pass e.g. MyResult (a BaseModel subclass) or {'type': 'object', ...}",
+        )
     if value.get("type") != "object":
-        raise spec_fail("output_schema must describe a JSON object (type: object at the top)",
-                        "wrap the value in an object, e.g. {'type': 'object', 'properties': {...}}")
+        raise spec_fail(
+            "output_schema must describe a JSON object (type: object at the top)",
+            "wrap the value in an object, e.g. {'type': 'object', 'properties': {...}}",
+        )
     try:
         if not _str_keys_only(value):
             raise TypeError("non-string key")
         return json.loads(json.dumps(value, allow_nan=False))  # type: ignore[no-any-return]
     except (TypeError, ValueError):
-        raise spec_fail("output_schema is not JSON-serializable",
-                        "use only JSON types (string keys, finite numbers) inside the schema") from None
+        raise spec_fail(
+            "output_schema is not JSON-serializable",
+            "use only JSON types (string keys, finite numbers) inside the schema",
+        ) from None
     except RecursionError:
         raise spec_fail("output_schema is nested too deeply", "simplify the schema") from None
 
@@ -106,10 +119,13 @@ class AgentSpec(SpecModel):
     harness: Harness = Field(description="The agent CLI that runs turns.")
     model: str = Field(min_length=1, description="Model id, e.g. 'claude-sonnet-4-6' or 'gpt-5.6-luna'.")
     extra_harnesses: tuple[Harness, ...] = Field(
-        default=(), description="More harnesses baked into the image, selectable per session.")
+        default=(), description="More harnesses baked into the image, selectable per session."
+    )
     system_prompt: SystemPrompt = Field(
-        default_factory=SystemPrompt, description="A str replaces the harness prompt; "
-        "SystemPrompt.inherit(append=...) keeps it and appends.")
+        default_factory=SystemPrompt,
+        description="A str replaces the harness prompt; "
+        "SystemPrompt.inherit(append=...) keeps it and appends.",
+    )
     skills: tuple[SkillSpec, ...] = ()
     repos: tuple[RepoSpec, ...] = ()
     mcp_servers: tuple[McpServerSpec, ...] = ()
@@ -124,15 +140,20 @@ class AgentSpec(SpecModel):
     max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     reasoning_effort: ReasoningEffort | None = None
     output_schema: Any = Field(default=None, description="A pydantic model class or a JSON Schema object.")
-    checkpoint: bool = Field(default=False, description="Snapshot native session files and the "
-                             "workspace after every turn so any process or sandbox can resume.")
-    timeout: float = Field(default=1800.0, gt=0, allow_inf_nan=False,
-                           description="Seconds one turn may take.")
+    checkpoint: bool = Field(
+        default=False,
+        description="Snapshot native session files and the "
+        "workspace after every turn so any process or sandbox can resume.",
+    )
+    timeout: float = Field(
+        default=1800.0, gt=0, allow_inf_nan=False, description="Seconds one turn may take."
+    )
     resources: Resources = Field(default_factory=Resources)
     network: Network = Field(default_factory=Network)
     setup_script: str | None = Field(default=None, description="Shell script run once per workspace.")
     model_base_url: str | None = Field(
-        default=None, description="Model endpoint (gateway) URL; else the standard env variables.")
+        default=None, description="Model endpoint (gateway) URL; else the standard env variables."
+    )
 
     # ---- field checks ----------------------------------------------------------------------
 
@@ -198,12 +219,16 @@ class AgentSpec(SpecModel):
     def _cross_checks(self) -> Self:
         check_model_for_harness(self.model, self.harness)
         if self.harness in self.extra_harnesses:
-            object.__setattr__(self, "extra_harnesses",
-                               tuple(h for h in self.extra_harnesses if h != self.harness))
+            object.__setattr__(
+                self, "extra_harnesses", tuple(h for h in self.extra_harnesses if h != self.harness)
+            )
         both = sorted(set(self.allowed_tools) & set(self.disallowed_tools))
         if both:
-            raise spec_fail(f"tools {both} are both allowed and disallowed",
-                            "remove them from one of allowed_tools / disallowed_tools", field="disallowed_tools")
+            raise spec_fail(
+                f"tools {both} are both allowed and disallowed",
+                "remove them from one of allowed_tools / disallowed_tools",
+                field="disallowed_tools",
+            )
         _unique([m.name for m in self.mcp_servers], "MCP server names", "mcp_servers")
         _unique([s.staged_name for s in self.skills], "skill names (set name= to tell them apart)", "skills")
         _unique([r.dir_name for r in self.repos], "repository paths (set path= to tell them apart)", "repos")
@@ -275,10 +300,15 @@ def _add_shorthands(schema: dict[str, Any]) -> None:
     props, defs = schema["properties"], schema["$defs"]
     props["timeout"] = _either(props["timeout"], {"type": "string", "pattern": _DURATION.pattern})
     props["system_prompt"] = _either(props["system_prompt"], {"type": "string"})
-    defs["SystemPrompt"]["properties"]["append"] = {"type": "string",
-                                                    "description": "Same as text, mode inherit."}
-    props["network"] = _either(props["network"], {"enum": ["open", "none"]},
-                               {"type": "array", "items": {"type": "string"}, "minItems": 1})
+    defs["SystemPrompt"]["properties"]["append"] = {
+        "type": "string",
+        "description": "Same as text, mode inherit.",
+    }
+    props["network"] = _either(
+        props["network"],
+        {"enum": ["open", "none"]},
+        {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    )
     props["secrets"]["items"] = _either(props["secrets"]["items"], {"type": "string"})
     for quantity in defs["Resources"]["properties"].values():
         quantity["type"] = ["string", "number"]
@@ -290,4 +320,3 @@ def _unique(names: list[str], what: str, field: str) -> None:
         if name in seen:
             raise spec_fail(f"duplicate {what}: {name!r}", "give each entry a distinct name", field)
         seen.add(name)
-

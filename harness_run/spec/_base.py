@@ -126,8 +126,13 @@ class SpecModel(BaseModel, metaclass=_SpecMeta):
         """Validate plain data (as read from YAML/JSON) into this model, or raise SpecError."""
         if not isinstance(data, dict):
             raise SpecError(
-                [SpecIssue(cls._error_prefix, f"expected a mapping, got {type(data).__name__}",
-                           "write the spec as key: value pairs")],
+                [
+                    SpecIssue(
+                        cls._error_prefix,
+                        f"expected a mapping, got {type(data).__name__}",
+                        "write the spec as key: value pairs",
+                    )
+                ],
                 source=source,
             )
         try:
@@ -135,17 +140,21 @@ class SpecModel(BaseModel, metaclass=_SpecMeta):
         except ValidationError as exc:
             raise SpecError(issues_from_validation(exc, cls._error_prefix), source=source) from None
         except RecursionError:
-            raise SpecError([SpecIssue(cls._error_prefix, "nested too deeply", "simplify the file")],
-                            source=source) from None
+            raise SpecError(
+                [SpecIssue(cls._error_prefix, "nested too deeply", "simplify the file")], source=source
+            ) from None
 
     def to_dict(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
         """Plain JSON-compatible data; ``from_dict(to_dict())`` gives an equal object."""
         data = self.model_dump(mode="json", exclude_defaults=exclude_defaults, by_alias=True)
         if exclude_defaults:  # serializer-backed fields are not dropped by pydantic itself
-            data = {k: v for k, v in data.items() if v is not None or type(self).model_fields[k].default is not None}
+            data = {
+                k: v
+                for k, v in data.items()
+                if v is not None or type(self).model_fields[k].default is not None
+            }
         return data
 
     def set_fields(self) -> dict[str, Any]:
         """The explicitly given fields only (for sparse overlays)."""
         return {name: getattr(self, name) for name in self.model_fields_set}
-

@@ -10,8 +10,8 @@ from harness_run.spec._base import spec_fail
 
 __all__ = [
     "check_dns_label",
-    "check_env_name",
     "check_env_key",
+    "check_env_name",
     "check_env_value",
     "check_header",
     "check_model_for_harness",
@@ -29,8 +29,24 @@ _PLACEHOLDER: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 # Words that mark an env var name as a credential (matched against the name's _-separated words).
 _CREDENTIAL_WORDS: Final = frozenset(
-    {"KEY", "APIKEY", "TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL",
-     "CREDENTIALS", "AUTH", "PRIVATE", "PAT", "COOKIE", "SESSIONID", "DSN"}
+    {
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PRIVATE",
+        "PAT",
+        "COOKIE",
+        "SESSIONID",
+        "DSN",
+    }
 )
 # Value shapes of well-known credentials (prefix-based: cheap and low on false positives).
 _CREDENTIAL_VALUE: Final = re.compile(
@@ -40,8 +56,16 @@ _CREDENTIAL_VALUE: Final = re.compile(
     r"|^(Bearer|Basic|token)\s+\S{8,})"
 )
 _AUTH_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie",
-     "x-goog-api-key", "private-token"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "cookie",
+        "x-goog-api-key",
+        "private-token",
+    }
 )
 _TOKEN_QUERY_KEYS: Final = frozenset(
     {"token", "access_token", "api_key", "apikey", "key", "auth", "password", "secret", "sig"}

@@ -28,8 +28,21 @@ from harness_run.spec._values import SystemPrompt
 __all__ = ["DEPLOY_ONLY_FIELDS", "SessionConfig", "TurnConfig", "effective_spec"]
 
 DEPLOY_ONLY_FIELDS: frozenset[str] = frozenset(
-    {"name", "extra_harnesses", "skills", "repos", "mcp_servers", "packages", "system_packages",
-     "secrets", "env", "checkpoint", "resources", "network", "setup_script"}
+    {
+        "name",
+        "extra_harnesses",
+        "skills",
+        "repos",
+        "mcp_servers",
+        "packages",
+        "system_packages",
+        "secrets",
+        "env",
+        "checkpoint",
+        "resources",
+        "network",
+        "setup_script",
+    }
 )
 
 
@@ -58,11 +71,17 @@ class _Overlay(SpecModel):
     def _deploy_only(cls, data: Any) -> Any:
         if isinstance(data, dict):
             if cls._kind == "turn" and "harness" in data:
-                raise spec_fail("the harness cannot change within a session",
-                                "start a new session with SessionConfig(harness=...)", field="harness")
+                raise spec_fail(
+                    "the harness cannot change within a session",
+                    "start a new session with SessionConfig(harness=...)",
+                    field="harness",
+                )
             for key in sorted(k for k in data if k in DEPLOY_ONLY_FIELDS):
-                raise spec_fail(f"cannot be changed per {cls._kind}: it is part of the deployed image",
-                                "deploy a new spec version with the change", field=key)
+                raise spec_fail(
+                    f"cannot be changed per {cls._kind}: it is part of the deployed image",
+                    "deploy a new spec version with the change",
+                    field=key,
+                )
         return data
 
     @field_validator("output_schema", mode="before")
@@ -105,15 +124,24 @@ def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
     merged: dict[str, Any] = {}
     for overlay in overlays:
         if overlay is not None:
-            merged.update((name, value) for name, value in overlay.set_fields().items()
-                          if value is not None or name in _CLEARABLE)
+            merged.update(
+                (name, value)
+                for name, value in overlay.set_fields().items()
+                if value is not None or name in _CLEARABLE
+            )
     if not merged:
         return spec
     harness = merged.get("harness")
     if harness is not None and harness not in spec.harnesses:
-        raise SpecError([SpecIssue("harness", f"{harness!r} is not baked into engine {spec.name!r} "
-                                   f"(it has {list(spec.harnesses)})",
-                                   f"deploy the spec with extra_harnesses=[{harness!r}]")])
+        raise SpecError(
+            [
+                SpecIssue(
+                    "harness",
+                    f"{harness!r} is not baked into engine {spec.name!r} (it has {list(spec.harnesses)})",
+                    f"deploy the spec with extra_harnesses=[{harness!r}]",
+                )
+            ]
+        )
     if harness is not None and harness != spec.harness:
         merged["extra_harnesses"] = tuple(h for h in spec.harnesses if h != harness)
     data = {name: getattr(spec, name) for name in AgentSpec.model_fields}
@@ -122,4 +150,3 @@ def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
         return AgentSpec(**data)
     except SpecError as exc:
         raise SpecError(exc.issues, source="spec + session/turn config") from None
-

@@ -57,8 +57,9 @@ def _check_relative(path: str | None, what: str) -> str | None:
         return None
     pure = PurePosixPath(path)
     if pure.is_absolute() or ".." in pure.parts or not path.strip():
-        raise spec_fail(f"{what} {path!r} must be a relative path inside the source",
-                        "drop leading '/' and any '..'")
+        raise spec_fail(
+            f"{what} {path!r} must be a relative path inside the source", "drop leading '/' and any '..'"
+        )
     return path
 
 
@@ -86,8 +87,11 @@ class SystemPrompt(SpecModel):
         if isinstance(data, str):
             return {"mode": "replace", "text": data}
         if isinstance(data, dict) and "append" in data and "text" not in data:
-            return {"mode": data.get("mode", "inherit"), "text": data["append"],
-                    **{k: v for k, v in data.items() if k not in {"append", "mode"}}}
+            return {
+                "mode": data.get("mode", "inherit"),
+                "text": data["append"],
+                **{k: v for k, v in data.items() if k not in {"append", "mode"}},
+            }
         return data
 
 
@@ -227,8 +231,13 @@ class RepoSource:
     """Constructors for repositories: ``RepoSource.git(url, ref=, auth=SECRET_NAME)``."""
 
     @staticmethod
-    def git(url: str, ref: str | None = None, auth: str | None = None, path: str | None = None,
-            depth: int | None = None) -> GitRepo:
+    def git(
+        url: str,
+        ref: str | None = None,
+        auth: str | None = None,
+        path: str | None = None,
+        depth: int | None = None,
+    ) -> GitRepo:
         return GitRepo(url=url, ref=ref, auth=auth, path=path, depth=depth)
 
 
@@ -331,23 +340,40 @@ class McpServer:
     """
 
     @staticmethod
-    def github(token_secret: str = "GH_TOKEN", url: str = "https://api.githubcopilot.com/mcp/",
-               name: str = "github") -> RemoteMcpServer:
-        return RemoteMcpServer(name=name, url=url,
-                               header_secrets={"Authorization": f"Bearer ${{{token_secret}}}"})
+    def github(
+        token_secret: str = "GH_TOKEN", url: str = "https://api.githubcopilot.com/mcp/", name: str = "github"
+    ) -> RemoteMcpServer:
+        return RemoteMcpServer(
+            name=name, url=url, header_secrets={"Authorization": f"Bearer ${{{token_secret}}}"}
+        )
 
     @staticmethod
-    def remote(name: str, url: str, headers: dict[str, str] | None = None,
-               header_secrets: dict[str, str] | None = None,
-               transport: Literal["http", "sse"] = "http") -> RemoteMcpServer:
-        return RemoteMcpServer(name=name, url=url, headers=headers or {},
-                               header_secrets=header_secrets or {}, transport=transport)
+    def remote(
+        name: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        header_secrets: dict[str, str] | None = None,
+        transport: Literal["http", "sse"] = "http",
+    ) -> RemoteMcpServer:
+        return RemoteMcpServer(
+            name=name,
+            url=url,
+            headers=headers or {},
+            header_secrets=header_secrets or {},
+            transport=transport,
+        )
 
     @staticmethod
-    def stdio(name: str, command: str, args: list[str] | tuple[str, ...] = (),
-              env: dict[str, str] | None = None, env_secrets: dict[str, str] | None = None) -> StdioMcpServer:
-        return StdioMcpServer(name=name, command=command, args=tuple(args), env=env or {},
-                              env_secrets=env_secrets or {})
+    def stdio(
+        name: str,
+        command: str,
+        args: list[str] | tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        env_secrets: dict[str, str] | None = None,
+    ) -> StdioMcpServer:
+        return StdioMcpServer(
+            name=name, command=command, args=tuple(args), env=env or {}, env_secrets=env_secrets or {}
+        )
 
 
 # --- secrets, resources, network --------------------------------------------------------------
@@ -418,8 +444,13 @@ class Network(SpecModel):
     @model_validator(mode="after")
     def _consistent(self) -> Network:
         if self.egress == "allowlist" and not self.allow_hosts:
-            raise spec_fail("an allowlist needs at least one host", "list hosts, or use 'none'", "allow_hosts")
+            raise spec_fail(
+                "an allowlist needs at least one host", "list hosts, or use 'none'", "allow_hosts"
+            )
         if self.egress != "allowlist" and self.allow_hosts:
-            raise spec_fail(f"allow_hosts is only used with egress 'allowlist', not {self.egress!r}",
-                            "set egress: allowlist or drop allow_hosts", "allow_hosts")
+            raise spec_fail(
+                f"allow_hosts is only used with egress 'allowlist', not {self.egress!r}",
+                "set egress: allowlist or drop allow_hosts",
+                "allow_hosts",
+            )
         return self

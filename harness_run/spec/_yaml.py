@@ -27,10 +27,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             duplicate = key in seen
         except TypeError:  # unhashable key
             raise yaml.constructor.ConstructorError(
-                None, None, "a mapping key must be a plain value", key_node.start_mark) from None
+                None, None, "a mapping key must be a plain value", key_node.start_mark
+            ) from None
         if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)  # type: ignore[no-untyped-call]
 
@@ -58,20 +58,31 @@ def load_yaml(source: str | Path) -> tuple[Any, str | None]:
     else:
         text = source
     try:
-        return yaml.load(text, Loader=_StrictLoader), name  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader), name
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "<yaml>"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([SpecIssue(where, f"not valid YAML: {problem}", "fix the YAML syntax")],
-                        source=name) from None
+        raise SpecError(
+            [SpecIssue(where, f"not valid YAML: {problem}", "fix the YAML syntax")], source=name
+        ) from None
     except RecursionError:
-        raise SpecError([SpecIssue("<yaml>", "nested too deeply", "simplify the file")], source=name) from None
+        raise SpecError(
+            [SpecIssue("<yaml>", "nested too deeply", "simplify the file")], source=name
+        ) from None
     except (ValueError, TypeError, AttributeError, LookupError, ArithmeticError) as exc:
         # PyYAML's constructors raise these for explicitly tagged values they cannot build,
         # e.g. `!!timestamp x`, `!!int abc`, `!!bool maybe`, `!!timestamp 2024-13-45`
-        raise SpecError([SpecIssue("<yaml>", f"not valid YAML: a tagged value cannot be read ({exc})",
-                                   "remove the !!tag or fix the value")], source=name) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    "<yaml>",
+                    f"not valid YAML: a tagged value cannot be read ({exc})",
+                    "remove the !!tag or fix the value",
+                )
+            ],
+            source=name,
+        ) from None
 
 
 def load_spec_file(path: str | Path) -> tuple[Any, str]:

@@ -43,14 +43,17 @@ class SqliteStore:
         self._lock = threading.Lock()
         try:
             self._blobs.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.root / "history.sqlite3", timeout=30, check_same_thread=False,
-                                       isolation_level=None)
+            self._db = sqlite3.connect(
+                self.root / "history.sqlite3", timeout=30, check_same_thread=False, isolation_level=None
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the history store at {self.root}: {exc}; check the path and "
-                             "its permissions, or pass another workdir") from None
+            raise StoreError(
+                f"cannot open the history store at {self.root}: {exc}; check the path and "
+                "its permissions, or pass another workdir"
+            ) from None
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -59,53 +62,73 @@ class SqliteStore:
             with self._lock:
                 return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"history store error ({exc}); the database at {self.root} may be corrupt",
-                             retryable=isinstance(exc, sqlite3.OperationalError)) from None
+            raise StoreError(
+                f"history store error ({exc}); the database at {self.root} may be corrupt",
+                retryable=isinstance(exc, sqlite3.OperationalError),
+            ) from None
 
     def _load(self, model: type[_M], body: str, what: str) -> _M:
         try:
             return model.model_validate_json(body)
         except ValidationError as exc:
-            raise StoreError(f"the stored {what} is corrupt ({exc.error_count()} problems, first: "
-                             f"{exc.errors()[0]['msg']}); it was not changed") from None
+            raise StoreError(
+                f"the stored {what} is corrupt ({exc.error_count()} problems, first: "
+                f"{exc.errors()[0]['msg']}); it was not changed"
+            ) from None
 
     # --- engines -------------------------------------------------------------------------------
 
     def put_engine(self, record: EngineRecord) -> None:
-        self._exec("INSERT OR REPLACE INTO engines VALUES (?, ?, ?, ?)",
-                   (record.name, record.version, record.created_at, record.model_dump_json()))
+        self._exec(
+            "INSERT OR REPLACE INTO engines VALUES (?, ?, ?, ?)",
+            (record.name, record.version, record.created_at, record.model_dump_json()),
+        )
 
     def get_engine(self, name: str, version: str | None = None) -> EngineRecord | None:
         if version is None:
-            rows = self._exec("SELECT body FROM engines WHERE name=? ORDER BY created_at DESC LIMIT 1", (name,))
+            rows = self._exec(
+                "SELECT body FROM engines WHERE name=? ORDER BY created_at DESC LIMIT 1", (name,)
+            )
         else:
-            rows = self._exec("SELECT body FROM engines WHERE name=? AND version LIKE ? ORDER BY created_at DESC "
-                              "LIMIT 1", (name, f"{version}%"))
+            rows = self._exec(
+                "SELECT body FROM engines WHERE name=? AND version LIKE ? ORDER BY created_at DESC LIMIT 1",
+                (name, f"{version}%"),
+            )
         return self._load(EngineRecord, rows[0][0], f"engine {name}") if rows else None
 
     def list_engines(self, name: str | None = None) -> list[EngineRecord]:
-        rows = (self._exec("SELECT body FROM engines WHERE name=? ORDER BY created_at", (name,)) if name
-                else self._exec("SELECT body FROM engines ORDER BY name, created_at"))
+        rows = (
+            self._exec("SELECT body FROM engines WHERE name=? ORDER BY created_at", (name,))
+            if name
+            else self._exec("SELECT body FROM engines ORDER BY name, created_at")
+        )
         return [self._load(EngineRecord, r[0], "engine") for r in rows]
 
     # --- sessions and turns -------------------------------------------------------------------
 
     def put_session(self, record: SessionRecord) -> None:
-        self._exec("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
-                   (record.session_id, record.engine, record.updated_at, record.model_dump_json()))
+        self._exec(
+            "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+            (record.session_id, record.engine, record.updated_at, record.model_dump_json()),
+        )
 
     def get_session(self, session_id: str) -> SessionRecord | None:
         rows = self._exec("SELECT body FROM sessions WHERE id=?", (session_id,))
         return self._load(SessionRecord, rows[0][0], f"session {session_id}") if rows else None
 
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
-        rows = (self._exec("SELECT body FROM sessions WHERE engine=? ORDER BY updated_at", (engine,)) if engine
-                else self._exec("SELECT body FROM sessions ORDER BY updated_at"))
+        rows = (
+            self._exec("SELECT body FROM sessions WHERE engine=? ORDER BY updated_at", (engine,))
+            if engine
+            else self._exec("SELECT body FROM sessions ORDER BY updated_at")
+        )
         return [self._load(SessionRecord, r[0], "session") for r in rows]
 
     def put_turn(self, record: TurnRecord) -> None:
-        self._exec("INSERT OR REPLACE INTO turns VALUES (?, ?, ?)",
-                   (record.session_id, record.turn, record.model_dump_json()))
+        self._exec(
+            "INSERT OR REPLACE INTO turns VALUES (?, ?, ?)",
+            (record.session_id, record.turn, record.model_dump_json()),
+        )
 
     def list_turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._exec("SELECT body FROM turns WHERE session_id=? ORDER BY turn", (session_id,))
@@ -116,8 +139,10 @@ class SqliteStore:
     def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
         if not events:
             return
-        rows = [(session_id, turn, int(e.get("seq", i)), json.dumps(e, separators=(",", ":")))
-                for i, e in enumerate(events)]
+        rows = [
+            (session_id, turn, int(e.get("seq", i)), json.dumps(e, separators=(",", ":")))
+            for i, e in enumerate(events)
+        ]
         try:
             with self._lock:
                 self._db.execute("BEGIN")
@@ -133,14 +158,17 @@ class SqliteStore:
         if turn is None:
             rows = self._exec("SELECT body FROM events WHERE session_id=? ORDER BY turn, seq", (session_id,))
         else:
-            rows = self._exec("SELECT body FROM events WHERE session_id=? AND turn=? ORDER BY seq",
-                              (session_id, turn))
+            rows = self._exec(
+                "SELECT body FROM events WHERE session_id=? AND turn=? ORDER BY seq", (session_id, turn)
+            )
         out: list[dict[str, Any]] = []
         for (body,) in rows:
             try:
                 out.append(json.loads(body))
             except ValueError:
-                raise StoreError(f"a stored event of session {session_id} is corrupt; it was not changed") from None
+                raise StoreError(
+                    f"a stored event of session {session_id} is corrupt; it was not changed"
+                ) from None
         return out
 
     # --- blobs ---------------------------------------------------------------------------------

@@ -24,16 +24,19 @@ TOOL = {
 def answer(request: dict[str, Any], marker: Path) -> dict[str, Any] | None:
     method, params = request.get("method"), request.get("params") or {}
     if method == "initialize":
-        return {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "marker", "version": "0.1"}}
+        return {
+            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "marker", "version": "0.1"},
+        }
     if method == "tools/list":
         return {"tools": [TOOL]}
     if method == "tools/call":
         note = str((params.get("arguments") or {}).get("note", ""))
         token = os.environ.get("MARKER_TOKEN")
-        marker.write_text(json.dumps({"note": note, "token_set": token is not None,
-                                      "token_len": len(token or "")}))
+        marker.write_text(
+            json.dumps({"note": note, "token_set": token is not None, "token_len": len(token or "")})
+        )
         return {"content": [{"type": "text", "text": f"marker written: {note}"}], "isError": False}
     if method == "ping":
         return {}

@@ -26,8 +26,11 @@ async def main(mode: str, workdir: str, url: str, rest: list[str]) -> dict[str, 
         result = await session.run(rest[0], secrets=secrets)
         return {"session_id": session.session_id, "result": result.model_dump(mode="json")}
     session_id, prompt = rest
-    engine = local.get_engine(SPEC.name, workdir=workdir) if mode == "get_engine" else local.deploy(
-        SPEC, workdir=workdir)
+    engine = (
+        local.get_engine(SPEC.name, workdir=workdir)
+        if mode == "get_engine"
+        else local.deploy(SPEC, workdir=workdir)
+    )
     session = engine.get_session(session_id)
     seen: dict[str, Any] = {
         "engine_version": engine.version,
@@ -38,8 +41,11 @@ async def main(mode: str, workdir: str, url: str, rest: list[str]) -> dict[str, 
     }
     result = await session.send(prompt, secrets=secrets)
     made = Path(workdir) / "sessions" / session_id / "workspace" / "made.txt"
-    seen.update(result=result.model_dump(mode="json"), made=made.read_text() if made.exists() else None,
-                turns_after=[t.turn for t in session.history()])
+    seen.update(
+        result=result.model_dump(mode="json"),
+        made=made.read_text() if made.exists() else None,
+        turns_after=[t.turn for t in session.history()],
+    )
     return seen
 
 

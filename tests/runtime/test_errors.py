@@ -17,7 +17,10 @@ NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}  # not a secret: the spec's env ca
 @pytest.mark.harness
 @pytest.mark.parametrize(("status", "message"), [(400, "scripted bad request qx17"), (500, "boom zz42")])
 async def test_an_http_error_from_the_model_gives_an_error_result_with_its_message(
-    model: ScriptedModel, make_engine: EngineFactory, status: int, message: str,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    status: int,
+    message: str,
 ) -> None:
     model.add(error(status, message), text("not reached"))
     engine = make_engine(env=NO_RETRIES)
@@ -42,7 +45,8 @@ async def test_an_http_error_from_the_model_gives_an_error_result_with_its_messa
 
 @pytest.mark.harness
 async def test_the_session_is_usable_after_an_error_turn(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     model.add(error(500, "flaky upstream"), text("recovered"))
     engine = make_engine(env=NO_RETRIES)
@@ -55,7 +59,8 @@ async def test_the_session_is_usable_after_an_error_turn(
 
 
 async def test_a_missing_required_secret_is_refused_before_anything_starts(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     engine = make_engine(secrets=["DB_PASSWORD", {"name": "OPTIONAL_TOKEN", "required": False}])
     session = engine.start_session()

@@ -28,7 +28,8 @@ def fake_claude(tmp_path: Path, body: str) -> str:
 
 
 async def test_a_missing_binary_gives_an_error_result_that_says_how_to_install(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     engine = make_engine(claude_binary="/nonexistent/claude")
     session = engine.start_session()
@@ -45,10 +46,14 @@ async def test_a_missing_binary_gives_an_error_result_that_says_how_to_install(
 
 
 async def test_garbage_output_and_a_failing_exit_give_a_clear_error(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
-    binary = fake_claude(tmp_path, "echo 'this is not json'\necho '{\"type\": \"assis'\n"
-                                   "echo 'fatal: something broke' >&2\nexit 1\n")
+    binary = fake_claude(
+        tmp_path,
+        "echo 'this is not json'\necho '{\"type\": \"assis'\necho 'fatal: something broke' >&2\nexit 1\n",
+    )
     session = make_engine(claude_binary=binary).start_session()
     result = await session.run("hello", secrets=model_secrets(model))
     assert result.is_error
@@ -63,7 +68,9 @@ async def test_garbage_output_and_a_failing_exit_give_a_clear_error(
 
 
 async def test_malformed_lines_between_valid_ones_are_skipped(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
     sid_var = "$SID"
     body = (
@@ -72,12 +79,12 @@ async def test_malformed_lines_between_valid_ones_are_skipped(
         "echo '%%% garbage %%%'\n"
         "echo '{not json'\n"
         "echo '[1, 2, 3]'\n"
-        "echo '{\"type\": \"assistant\", \"message\": {\"id\": \"m1\", \"content\": "
-        "[{\"type\": \"text\", \"text\": \"hello from the fake\"}]}}'\n"
-        "echo '{\"type\": \"mystery\", \"x\": 1}'\n"
-        "echo '{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"num_turns\": 1, "
-        "\"result\": \"fake done\", \"session_id\": \"'" + sid_var + "'\", "
-        "\"usage\": {\"input_tokens\": 1000000, \"output_tokens\": 0}}'\n"
+        'echo \'{"type": "assistant", "message": {"id": "m1", "content": '
+        '[{"type": "text", "text": "hello from the fake"}]}}\'\n'
+        'echo \'{"type": "mystery", "x": 1}\'\n'
+        'echo \'{"type": "result", "subtype": "success", "is_error": false, "num_turns": 1, '
+        '"result": "fake done", "session_id": "\'' + sid_var + "'\", "
+        '"usage": {"input_tokens": 1000000, "output_tokens": 0}}\'\n'
     )
     session = make_engine(claude_binary=fake_claude(tmp_path, body)).start_session()
     run = session.run("hello", secrets=model_secrets(model))
@@ -91,11 +98,15 @@ async def test_malformed_lines_between_valid_ones_are_skipped(
 
 
 async def test_no_cost_from_the_cli_and_an_unknown_model_gives_none(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
-    body = ("read -r first\n"
-            "echo '{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"num_turns\": 1, "
-            "\"result\": \"ok\", \"usage\": {\"input_tokens\": 10, \"output_tokens\": 5}}'\n")
+    body = (
+        "read -r first\n"
+        'echo \'{"type": "result", "subtype": "success", "is_error": false, "num_turns": 1, '
+        '"result": "ok", "usage": {"input_tokens": 10, "output_tokens": 5}}\'\n'
+    )
     engine = make_engine(model="claude-unknown-model-7", claude_binary=fake_claude(tmp_path, body))
     result = await engine.start_session().run("hello", secrets=model_secrets(model))
     assert not result.is_error, result.error
@@ -104,7 +115,9 @@ async def test_no_cost_from_the_cli_and_an_unknown_model_gives_none(
 
 
 async def test_a_hanging_binary_is_stopped_by_the_turn_timeout(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
     marker = f"sleep 31.{uuid.uuid4().int % 10**6:06d}"
     binary = fake_claude(tmp_path, f"echo 'garbage before hanging'\n{marker}\necho never\n")
@@ -118,11 +131,15 @@ async def test_a_hanging_binary_is_stopped_by_the_turn_timeout(
 
 
 async def test_a_short_secret_value_does_not_corrupt_the_restored_workspace(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
-    body = ("read -r first\n"
-            "[ -e data.txt ] || printf 'version 1.2.1 of pin-1\\n' > data.txt\n"
-            "echo '{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"result\": \"ok\"}'\n")
+    body = (
+        "read -r first\n"
+        "[ -e data.txt ] || printf 'version 1.2.1 of pin-1\\n' > data.txt\n"
+        'echo \'{"type": "result", "subtype": "success", "is_error": false, "result": "ok"}\'\n'
+    )
     engine = make_engine(checkpoint=True, secrets=["PIN"], claude_binary=fake_claude(tmp_path, body))
     session = engine.start_session()
     secrets = model_secrets(model, PIN="1")  # too short to redact without mangling everything

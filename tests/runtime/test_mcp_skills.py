@@ -27,12 +27,16 @@ def store_bytes(workdir: Path) -> bytes:
 
 
 async def test_an_mcp_stdio_servers_tool_is_called_with_its_secret_env(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path, workdir: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
+    workdir: Path,
 ) -> None:
     marker = tmp_path / "marker.json"
     token = "mcp-token-value-5be1c0de"
-    server = McpServer.stdio("marker", sys.executable, [str(SERVER), str(marker)],
-                             env_secrets={"MARKER_TOKEN": "MARKER_SECRET"})
+    server = McpServer.stdio(
+        "marker", sys.executable, [str(SERVER), str(marker)], env_secrets={"MARKER_TOKEN": "MARKER_SECRET"}
+    )
     model.add(tool_call("mcp__marker__make_marker", {"note": "hello mcp"}), text("marker made"))
     engine = make_engine(mcp_servers=[server], checkpoint=True)
     session = engine.start_session()
@@ -61,13 +65,17 @@ async def test_an_mcp_stdio_servers_tool_is_called_with_its_secret_env(
 
 
 async def test_a_skill_is_offered_to_the_model(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    tmp_path: Path,
 ) -> None:
     skill = tmp_path / "skills" / "zebra-counter"
     skill.mkdir(parents=True)
     description = "Counts zebras in a field of horses (probe 7781)"
-    skill.joinpath("SKILL.md").write_text(f"---\nname: zebra-counter\ndescription: {description}\n---\n"
-                                          "Count the zebras, then report the number.\n")
+    skill.joinpath("SKILL.md").write_text(
+        f"---\nname: zebra-counter\ndescription: {description}\n---\n"
+        "Count the zebras, then report the number.\n"
+    )
     model.add(text("I can count zebras"))
     engine = make_engine(skills=[SkillSource.local(str(skill))])
     session = engine.start_session()
@@ -77,8 +85,13 @@ async def test_a_skill_is_offered_to_the_model(
     request = model.main_requests[0]
     assert "Skill" in request.tool_names
     # Claude Code lists the skills available to its Skill tool in a reminder inside the user message
-    listing = [t for m in request.messages if m.role == "user" for t in m.texts
-               if "skills are available for use with the Skill tool" in t]
+    listing = [
+        t
+        for m in request.messages
+        if m.role == "user"
+        for t in m.texts
+        if "skills are available for use with the Skill tool" in t
+    ]
     assert listing, "no skill listing in the request's messages"
     assert f"- zebra-counter: {description}" in listing[0].splitlines()
     started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")

@@ -21,15 +21,20 @@ HELPER = Path(__file__).with_name("reattach_proc.py")
 
 
 def step(*args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, str(HELPER), *args], capture_output=True, text=True, timeout=90,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(HELPER), *args], capture_output=True, text=True, timeout=90, check=False
+    )
     assert done.returncode == 0, f"helper process failed ({done.returncode}):\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_reattach_and_continue_from_other_processes(model: ScriptedModel, workdir: Path) -> None:
-    model.add(shell("printf 'from turn one' > made.txt"), text("turn one answer"),
-              text("turn two answer"), text("turn three answer"))
+    model.add(
+        shell("printf 'from turn one' > made.txt"),
+        text("turn one answer"),
+        text("turn two answer"),
+        text("turn three answer"),
+    )
 
     # process 1: deploy, run a turn, exit
     first = step("start", str(workdir), model.url, "first prompt alpha")

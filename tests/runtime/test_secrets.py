@@ -39,7 +39,10 @@ def store_contents(workdir: Path) -> dict[str, bytes]:
 
 
 async def test_a_canary_secret_never_reaches_the_store_events_history_or_errors(
-    model: ScriptedModel, make_engine: EngineFactory, workdir: Path, tmp_path: Path,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    workdir: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     canary = f"canary-{uuid.uuid4().hex}"
@@ -48,22 +51,31 @@ async def test_a_canary_secret_never_reaches_the_store_events_history_or_errors(
     user_home = tmp_path / "user-home"
     (user_home / ".claude").mkdir(parents=True)
     (user_home / ".claude" / "CLAUDE.md").write_text("USER-MEMORY-MARKER-31337: always answer in French\n")
-    (user_home / ".claude" / "settings.json").write_text('{"env": {"USER_SETTINGS_MARKER": "leaked-setting"}}')
+    (user_home / ".claude" / "settings.json").write_text(
+        '{"env": {"USER_SETTINGS_MARKER": "leaked-setting"}}'
+    )
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("USER_PRIVATE_TOKEN", "user-env-leak-4242")
     home_before = sorted(p.relative_to(user_home) for p in user_home.rglob("*"))
 
     model.add(
-        shell('echo "$CANARY_SECRET" > canary.txt; echo "key=$CANARY_SECRET"; env | sort > env.txt; '
-              'touch "named-$CANARY_SECRET.txt"'),
+        shell(
+            'echo "$CANARY_SECRET" > canary.txt; echo "key=$CANARY_SECRET"; env | sort > env.txt; '
+            'touch "named-$CANARY_SECRET.txt"'
+        ),
         text(f"the secret was {canary}"),  # a model may well repeat what it saw
         error(500, f"upstream exploded on key {key_canary} for {canary}"),
     )
-    engine = make_engine(checkpoint=True, secrets=["CANARY_SECRET", "EXTRA_SECRET"],
-                         env={"CLAUDE_CODE_MAX_RETRIES": "0"})
+    engine = make_engine(
+        checkpoint=True, secrets=["CANARY_SECRET", "EXTRA_SECRET"], env={"CLAUDE_CODE_MAX_RETRIES": "0"}
+    )
     session = engine.start_session()
-    secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": key_canary, "CANARY_SECRET": canary,
-               "EXTRA_SECRET": "extra-value-0000"}
+    secrets = {
+        "ANTHROPIC_BASE_URL": model.url,
+        "ANTHROPIC_API_KEY": key_canary,
+        "CANARY_SECRET": canary,
+        "EXTRA_SECRET": "extra-value-0000",
+    }
     run = session.run("write the secret into canary.txt", secrets=secrets)
     result = await run
     assert not result.is_error, result.error

@@ -40,7 +40,9 @@ async def assert_no_leftovers(marker: str) -> None:
 
 @pytest.mark.parametrize("how", ["interrupt", "cancel", "timeout"])
 async def test_a_turn_stopped_mid_way_leaves_no_orphans_and_the_session_usable(
-    model: ScriptedModel, make_engine: EngineFactory, how: str,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    how: str,
 ) -> None:
     marker, command = long_command(30)
     model.add(shell(command), text("never reached"))
@@ -85,7 +87,8 @@ async def test_a_turn_stopped_mid_way_leaves_no_orphans_and_the_session_usable(
 
 
 async def test_run_while_busy_raises_and_send_steers_the_running_turn(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     marker, command = long_command(2)
     model.add(shell(command), text("saw the steer"), text("spare answer"))
@@ -107,7 +110,9 @@ async def test_run_while_busy_raises_and_send_steers_the_running_turn(
     assert result.text == "saw the steer"
     assert model.remaining == 1  # one turn, one result: no extra turn for the steer
     second = model.main_requests[1]
-    assert "The user sent a new message while you were working:\nSTEER: also mention zebras" in (
-        second.tool_results[-1])
+    assert (
+        "The user sent a new message while you were working:\nSTEER: also mention zebras"
+        in (second.tool_results[-1])
+    )
     assert session.history()[0].steers == ["STEER: also mention zebras"]
     await assert_no_leftovers(marker)

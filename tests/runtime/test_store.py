@@ -22,10 +22,22 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 
 def session_record(sid: str = "s1", engine: str = "eng", updated: float = 2.0) -> SessionRecord:
-    result = RunResult(text="hi", cost_usd=0.25, usage=Usage(input_tokens=3, output_tokens=4), session_id=sid, turn=1)
-    return SessionRecord(session_id=sid, engine=engine, version="v1", harness="claude-code", created_at=1.0,
-                         updated_at=updated, turns=1, config={"model": "claude-haiku-4-5"}, last_result=result,
-                         snapshot=SnapshotRef(workspace="a" * 64, native=None, turn=1), native_started=True)
+    result = RunResult(
+        text="hi", cost_usd=0.25, usage=Usage(input_tokens=3, output_tokens=4), session_id=sid, turn=1
+    )
+    return SessionRecord(
+        session_id=sid,
+        engine=engine,
+        version="v1",
+        harness="claude-code",
+        created_at=1.0,
+        updated_at=updated,
+        turns=1,
+        config={"model": "claude-haiku-4-5"},
+        last_result=result,
+        snapshot=SnapshotRef(workspace="a" * 64, native=None, turn=1),
+        native_started=True,
+    )
 
 
 def test_sqlite_store_satisfies_the_protocol(store: SqliteStore) -> None:
@@ -52,8 +64,19 @@ def test_records_round_trip(store: SqliteStore, tmp_path: Path) -> None:
     assert [s.session_id for s in store.list_sessions("eng")] == ["s1", "s2"]
     assert len(store.list_sessions()) == 3
 
-    turns = [TurnRecord(session_id="s1", turn=n, prompt=f"p{n}", started_at=float(n), settings={"model": "m"},
-                        secret_names=["A"], result=RunResult(text=f"r{n}"), steers=["s"]) for n in (2, 1)]
+    turns = [
+        TurnRecord(
+            session_id="s1",
+            turn=n,
+            prompt=f"p{n}",
+            started_at=float(n),
+            settings={"model": "m"},
+            secret_names=["A"],
+            result=RunResult(text=f"r{n}"),
+            steers=["s"],
+        )
+        for n in (2, 1)
+    ]
     for turn in turns:
         store.put_turn(turn)
     assert store.list_turns("s1") == sorted(turns, key=lambda t: t.turn)
@@ -91,15 +114,20 @@ def test_blobs_are_content_addressed_and_checked(store: SqliteStore) -> None:
     assert path.read_bytes() == data[:-1] + b"!"  # left as found
 
 
-@pytest.mark.parametrize(("table", "read"), [
-    ("sessions", lambda s: s.get_session("s1")),
-    ("sessions", lambda s: s.list_sessions("eng")),
-    ("turns", lambda s: s.list_turns("s1")),
-    ("events", lambda s: s.read_events("s1")),
-    ("engines", lambda s: s.get_engine("eng")),
-])
+@pytest.mark.parametrize(
+    ("table", "read"),
+    [
+        ("sessions", lambda s: s.get_session("s1")),
+        ("sessions", lambda s: s.list_sessions("eng")),
+        ("turns", lambda s: s.list_turns("s1")),
+        ("events", lambda s: s.read_events("s1")),
+        ("engines", lambda s: s.get_engine("eng")),
+    ],
+)
 def test_a_corrupt_record_raises_a_clear_store_error_and_stays_untouched(
-    store: SqliteStore, table: str, read: object,
+    store: SqliteStore,
+    table: str,
+    read: object,
 ) -> None:
     store.put_engine(EngineRecord(name="eng", version="v1", spec={}, created_at=1.0))
     store.put_session(session_record())

@@ -29,8 +29,13 @@ USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write
     ids=["shell", "write_file"],
 )
 async def test_a_tool_call_creates_a_file_and_the_result_is_accounted(
-    model: ScriptedModel, make_engine: EngineFactory, cli_results: list[dict[str, Any]],
-    reply: Any, tool: str, path: str, content: str,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    cli_results: list[dict[str, Any]],
+    reply: Any,
+    tool: str,
+    path: str,
+    content: str,
 ) -> None:
     first = Usage(input_tokens=100, output_tokens=7, cache_read_tokens=5, cache_write_tokens=3)
     second = {"input_tokens": 200, "output_tokens": 9}
@@ -86,7 +91,9 @@ async def test_a_tool_call_creates_a_file_and_the_result_is_accounted(
 
 
 async def test_an_unknown_model_name_gets_the_clis_cost_not_a_made_up_zero(
-    model: ScriptedModel, make_engine: EngineFactory, cli_results: list[dict[str, Any]],
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    cli_results: list[dict[str, Any]],
 ) -> None:
     model.add(text("hi"))
     engine = make_engine(model="claude-scripted-unknown-9")
@@ -99,7 +106,8 @@ async def test_an_unknown_model_name_gets_the_clis_cost_not_a_made_up_zero(
 
 
 async def test_send_continues_the_conversation_with_its_history(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     model.add(text("answer one bravo"), text("answer two charlie"))
     engine = make_engine()
@@ -107,8 +115,9 @@ async def test_send_continues_the_conversation_with_its_history(
     session = engine.start_session(SessionConfig(system_prompt=prompt))
 
     one = await session.run("first prompt alpha", secrets=model_secrets(model))
-    two = await session.send("second prompt delta", secrets=model_secrets(model),
-                             config=TurnConfig(model="claude-haiku-4-5"))
+    two = await session.send(
+        "second prompt delta", secrets=model_secrets(model), config=TurnConfig(model="claude-haiku-4-5")
+    )
 
     assert (one.text, two.text) == ("answer one bravo", "answer two charlie")
     assert (one.turn, two.turn) == (1, 2)
@@ -132,7 +141,9 @@ async def test_send_continues_the_conversation_with_its_history(
 
 
 async def test_max_turns_stops_the_turn_and_keeps_the_accounting(
-    model: ScriptedModel, make_engine: EngineFactory, cli_results: list[dict[str, Any]],
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    cli_results: list[dict[str, Any]],
 ) -> None:
     model.add(shell("echo one", usage={"input_tokens": 321, "output_tokens": 12}), text("never reached"))
     engine = make_engine(max_turns=1)
@@ -156,7 +167,8 @@ class Verdict(BaseModel):
 
 
 async def test_structured_output_is_validated_into_the_pydantic_model(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     model.add(structured({"title": "looks fine", "score": 7}))
     engine = make_engine(output_schema=Verdict)
@@ -168,7 +180,8 @@ async def test_structured_output_is_validated_into_the_pydantic_model(
 
 
 async def test_structured_output_with_a_json_schema_dict_is_a_dict(
-    model: ScriptedModel, make_engine: EngineFactory,
+    model: ScriptedModel,
+    make_engine: EngineFactory,
 ) -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     model.add(structured({"answer": 42}))
@@ -183,8 +196,9 @@ async def test_output_schema_for_one_turn_only(model: ScriptedModel, make_engine
     model.add(structured({"title": "turn one", "score": 1}), text("plain answer"))
     engine = make_engine()
     session = engine.start_session()
-    one = await session.run("structured please", secrets=model_secrets(model),
-                            config=TurnConfig(output_schema=Verdict))
+    one = await session.run(
+        "structured please", secrets=model_secrets(model), config=TurnConfig(output_schema=Verdict)
+    )
     two = await session.send("plain please", secrets=model_secrets(model))
     assert one.structured_output == Verdict(title="turn one", score=1)
     assert two.structured_output is None
@@ -194,4 +208,3 @@ async def test_output_schema_for_one_turn_only(model: ScriptedModel, make_engine
     assert "StructuredOutput" not in second.tool_names
     assert session.history()[0].settings["output_schema"] == Verdict.model_json_schema()
     assert session.history()[1].settings["output_schema"] is None
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import io
 import json
@@ -30,9 +31,20 @@ from harness_run.store import EngineRecord, HistoryStore, SessionRecord, Snapsho
 
 __all__ = ["LocalEngine", "default_workdir", "spec_version"]
 
-_SETTINGS_FIELDS = ("harness", "model", "system_prompt", "allowed_tools", "disallowed_tools", "permission_mode",
-                    "max_turns", "max_budget_usd", "reasoning_effort", "output_schema", "timeout",
-                    "model_base_url")
+_SETTINGS_FIELDS = (
+    "harness",
+    "model",
+    "system_prompt",
+    "allowed_tools",
+    "disallowed_tools",
+    "permission_mode",
+    "max_turns",
+    "max_budget_usd",
+    "reasoning_effort",
+    "output_schema",
+    "timeout",
+    "model_base_url",
+)
 
 
 def default_workdir() -> Path:
@@ -48,25 +60,30 @@ def spec_version(spec: AgentSpec) -> str:
     return hashlib.sha256(f"{__version__}\n{body}".encode()).hexdigest()[:12]
 
 
-_WARM = False
-
-
+@functools.cache
 def _warm_up() -> None:
     """Build the pydantic schemas used after a turn while the first CLI boots (~0.5 s of its own),
     so a fresh process does not pay for them after the result (runs once per process)."""
-    global _WARM
-    if _WARM:
-        return
-    _WARM = True
     from harness_run import events
 
-    for model in (events.RunResult, events.ResultEvent, events.MessageEvent, events.StatusEvent,
-                  events.ToolUseEvent, events.ToolResultEvent, events.UserEvent, SessionRecord, TurnRecord):
+    for model in (
+        events.RunResult,
+        events.ResultEvent,
+        events.MessageEvent,
+        events.StatusEvent,
+        events.ToolUseEvent,
+        events.ToolResultEvent,
+        events.UserEvent,
+        SessionRecord,
+        TurnRecord,
+    ):
         model.model_rebuild(force=True)
 
 
 def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
-    forms = sorted({f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}, key=len, reverse=True)
+    forms = sorted(
+        {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}, key=len, reverse=True
+    )
 
     def clean(event: AgentEvent) -> AgentEvent:
         if not forms:
@@ -84,9 +101,15 @@ def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
 class LocalEngine:
     """An agent deployed on this machine. Sessions live under ``workdir``; history in its store."""
 
-    def __init__(self, spec: AgentSpec, *, workdir: str | Path | None = None, store: HistoryStore | None = None,
-                 claude_binary: str | None = None) -> None:
-        if not isinstance(spec, AgentSpec):
+    def __init__(
+        self,
+        spec: AgentSpec,
+        *,
+        workdir: str | Path | None = None,
+        store: HistoryStore | None = None,
+        claude_binary: str | None = None,
+    ) -> None:
+        if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
         self.spec = spec
         self.workdir = Path(workdir) if workdir is not None else default_workdir()
@@ -95,8 +118,9 @@ class LocalEngine:
         self.binaries = {"claude-code": claude_binary}
         self._workspaces = Workspaces(self.workdir)
         self._sessions: dict[str, Session] = {}
-        self.store.put_engine(EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(),
-                                           created_at=time.time()))
+        self.store.put_engine(
+            EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
+        )
 
     @property
     def name(self) -> str:
@@ -104,8 +128,9 @@ class LocalEngine:
 
     # --- sessions -----------------------------------------------------------------------------
 
-    def start_session(self, config: SessionConfig | dict[str, Any] | None = None, *,
-                      session_id: str | None = None) -> Session:
+    def start_session(
+        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
+    ) -> Session:
         """A new session. ``config`` overlays the spec for every turn of this session."""
         if isinstance(config, dict):
             config = SessionConfig.from_dict(config)
@@ -117,12 +142,21 @@ class LocalEngine:
         try:
             uuid.UUID(sid)
         except ValueError:
-            raise UsageError(f"session_id {sid!r} must be a UUID (harnesses use it as their own id)") from None
+            raise UsageError(
+                f"session_id {sid!r} must be a UUID (harnesses use it as their own id)"
+            ) from None
         if self.store.get_session(sid) is not None:
             raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
         now = time.time()
-        record = SessionRecord(session_id=sid, engine=self.name, version=self.version, harness=spec.harness,
-                               created_at=now, updated_at=now, config=config.to_dict() if config else {})
+        record = SessionRecord(
+            session_id=sid,
+            engine=self.name,
+            version=self.version,
+            harness=spec.harness,
+            created_at=now,
+            updated_at=now,
+            config=config.to_dict() if config else {},
+        )
         self.store.put_session(record)
         session = Session(self, record, config)
         self._sessions[sid] = session
@@ -134,8 +168,10 @@ class LocalEngine:
             return self._sessions[session_id]
         record = self.store.get_session(session_id)
         if record is None or record.engine != self.name:
-            raise SessionNotFoundError(f"no session {session_id!r} in engine {self.name!r} (store at "
-                                       f"{self.workdir}); list them with engine.list_sessions()")
+            raise SessionNotFoundError(
+                f"no session {session_id!r} in engine {self.name!r} (store at "
+                f"{self.workdir}); list them with engine.list_sessions()"
+            )
         config = SessionConfig.from_dict(record.config) if record.config else None
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
@@ -151,13 +187,19 @@ class LocalEngine:
 
     # --- turns --------------------------------------------------------------------------------
 
-    async def execute_turn(self, session: Session, run: Run, spec: AgentSpec, secrets: dict[str, str],
-                           turn_config: TurnConfig | None) -> RunResult:
+    async def execute_turn(
+        self,
+        session: Session,
+        run: Run,
+        spec: AgentSpec,
+        secrets: dict[str, str],
+        turn_config: TurnConfig | None,
+    ) -> RunResult:
         values = secret_values(secrets)
         clean = _redactor(values)
 
         def emit(event: AgentEvent) -> None:
-            run._emit(clean(event))
+            run.emit(clean(event))
 
         started = time.monotonic()
         record = session.record
@@ -169,15 +211,28 @@ class LocalEngine:
         try:
             await self._ensure_workspace(session, spec, paths, secrets, emit)
             bin_dir = await self._workspaces.package_env(
-                spec, lambda s, d: emit(StatusEvent(status=s, detail={"step": d})))
-            env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
+                spec, lambda s, d: emit(StatusEvent(status=s, detail={"step": d}))
+            )
+            env = agent_env(
+                spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else []
+            )
             prompt_overridden = bool(turn_config and "system_prompt" in turn_config.model_fields_set)
-            ctx = TurnContext(spec=spec, prompt=run.prompt, session_id=session.session_id, turn=run.turn,
-                              workspace=paths.workspace, home=paths.home, env=env, resume=record.native_started,
-                              prompt_overridden=prompt_overridden, binary=self.binaries.get(spec.harness))
+            ctx = TurnContext(
+                spec=spec,
+                prompt=run.prompt,
+                session_id=session.session_id,
+                turn=run.turn,
+                workspace=paths.workspace,
+                home=paths.home,
+                env=env,
+                resume=record.native_started,
+                prompt_overridden=prompt_overridden,
+                binary=self.binaries.get(spec.harness),
+            )
             await self._restore_native(session, driver, ctx)
-            process = TurnProcess(driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout,
-                                  on_spawn=_warm_up)
+            process = TurnProcess(
+                driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout, on_spawn=_warm_up
+            )
 
             async def steer(text: str) -> bool:
                 payload = driver.steer(text)
@@ -186,36 +241,60 @@ class LocalEngine:
                     emit(UserEvent(text=text))
                 return ok
 
-            run._interrupt, run._steer = process.stop, steer
+            run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
         except asyncio.CancelledError:
             result = RunResult(is_error=False, stop_reason="cancelled", error="the turn was cancelled")
-            await asyncio.shield(self._finish(session, run, spec, ctx, driver, result, started, values, turn_config))
+            await asyncio.shield(
+                self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
+            )
             raise
         except HarnessRunError as exc:
             result = RunResult(is_error=True, stop_reason="error", error=redact(str(exc), values))
         return await self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
 
-    async def _finish(self, session: Session, run: Run, spec: AgentSpec, ctx: TurnContext | None, driver: Any,
-                      result: RunResult, started: float, values: list[str], turn_config: TurnConfig | None) -> RunResult:
+    async def _finish(
+        self,
+        session: Session,
+        run: Run,
+        spec: AgentSpec,
+        ctx: TurnContext | None,
+        driver: Any,
+        result: RunResult,
+        started: float,
+        values: list[str],
+        turn_config: TurnConfig | None,
+    ) -> RunResult:
         result = self._complete_result(spec, session, run, result, started)
-        run._emit(_redactor(values)(ResultEvent(result=result)))
+        run.emit(_redactor(values)(ResultEvent(result=result)))
         result = run.result or result
         record = session.record
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
         if spec.checkpoint and ctx is not None:
             snapshot = await asyncio.to_thread(self._checkpoint, ctx, native, values, run.turn)
-        update = {"turns": run.turn, "updated_at": time.time(), "last_result": result,
-                  "status": "failed" if result.is_error else "idle", "stop_reason": result.stop_reason,
-                  "native_started": record.native_started or bool(native), "snapshot": snapshot,
-                  "native_session_id": result.native_session_id or record.native_session_id}
+        update = {
+            "turns": run.turn,
+            "updated_at": time.time(),
+            "last_result": result,
+            "status": "failed" if result.is_error else "idle",
+            "stop_reason": result.stop_reason,
+            "native_started": record.native_started or bool(native),
+            "snapshot": snapshot,
+            "native_session_id": result.native_session_id or record.native_session_id,
+        }
         session.record = record.model_copy(update=update)
-        turn = TurnRecord(session_id=session.session_id, turn=run.turn, prompt=redact(run.prompt, values),
-                          started_at=run.started_at, settings=_settings(spec),
-                          turn_config=turn_config.to_dict() if turn_config else {},
-                          secret_names=sorted(n for n in spec.secret_names), result=result,
-                          steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:])
+        turn = TurnRecord(
+            session_id=session.session_id,
+            turn=run.turn,
+            prompt=redact(run.prompt, values),
+            started_at=run.started_at,
+            settings=_settings(spec),
+            turn_config=turn_config.to_dict() if turn_config else {},
+            secret_names=sorted(n for n in spec.secret_names),
+            result=result,
+            steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
+        )
         events = [e.model_dump(mode="json") for e in run.events]
         await asyncio.to_thread(self._persist, session.record, turn, events)
         return result
@@ -225,25 +304,39 @@ class LocalEngine:
         self.store.put_turn(turn)
         self.store.put_session(record)
 
-    def _complete_result(self, spec: AgentSpec, session: Session, run: Run, result: RunResult,
-                         started: float) -> RunResult:
-        update: dict[str, Any] = {"session_id": session.session_id, "turn": run.turn, "harness": spec.harness,
-                                  "model": spec.model, "duration_s": round(time.monotonic() - started, 3)}
+    def _complete_result(
+        self, spec: AgentSpec, session: Session, run: Run, result: RunResult, started: float
+    ) -> RunResult:
+        update: dict[str, Any] = {
+            "session_id": session.session_id,
+            "turn": run.turn,
+            "harness": spec.harness,
+            "model": spec.model,
+            "duration_s": round(time.monotonic() - started, 3),
+        }
         if result.cost_usd is None and result.usage.total_tokens > 0:  # no usage reported: unknown, not 0
             update["cost_usd"] = price(spec.model, result.usage)
         schema = spec.output_schema
-        if isinstance(schema, type) and issubclass(schema, BaseModel) and result.structured_output is not None:
+        if (
+            isinstance(schema, type)
+            and issubclass(schema, BaseModel)
+            and result.structured_output is not None
+        ):
             try:
                 update["structured_output"] = schema.model_validate(result.structured_output)
             except ValidationError as exc:
-                update.update(is_error=True, stop_reason="error",
-                              error=f"the structured output does not match {schema.__name__}: {exc.errors()[0]['msg']}")
+                update.update(
+                    is_error=True,
+                    stop_reason="error",
+                    error=f"the structured output does not match {schema.__name__}: {exc.errors()[0]['msg']}",
+                )
         return result.model_copy(update=update)
 
     # --- workspace, checkpoint, restore ---------------------------------------------------------
 
-    async def _ensure_workspace(self, session: Session, spec: AgentSpec, paths: SessionPaths,
-                                secrets: dict[str, str], emit: Any) -> None:
+    async def _ensure_workspace(
+        self, session: Session, spec: AgentSpec, paths: SessionPaths, secrets: dict[str, str], emit: Any
+    ) -> None:
         record = session.record
         snap = record.snapshot
         if not paths.workspace.exists() and snap is not None and snap.workspace:
@@ -254,8 +347,9 @@ class LocalEngine:
                 paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
                 paths.setup_marker.write_text("restored\n")
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
-        await self._workspaces.prepare(spec, paths, env, secrets,
-                                       lambda s, d: emit(StatusEvent(status=s, detail={"step": d})))
+        await self._workspaces.prepare(
+            spec, paths, env, secrets, lambda s, d: emit(StatusEvent(status=s, detail={"step": d}))
+        )
         record.workspace_ready = True
 
     async def _restore_native(self, session: Session, driver: Any, ctx: TurnContext) -> None:
@@ -285,23 +379,33 @@ class LocalEngine:
             native_key = self.store.put_blob(buf.getvalue())
         return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
 
-    async def execute_command(self, session: Session, command: str, secrets: dict[str, str],
-                              timeout: float) -> ExecResult:
+    async def execute_command(
+        self, session: Session, command: str, secrets: dict[str, str], timeout: float
+    ) -> ExecResult:
         paths = self._workspaces.paths(session.session_id)
         paths.create()
         env = agent_env(self.spec, secrets, home=str(paths.home), path_prefix=[])
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=paths.workspace, env=env, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            "bash",
+            "-c",
+            command,
+            cwd=paths.workspace,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except (TimeoutError, asyncio.CancelledError):
             await asyncio.shield(kill_tree(proc, grace=0.5))
             raise
         values = secret_values(secrets)
-        return ExecResult(exit_code=proc.returncode if proc.returncode is not None else -1,
-                          stdout=redact(out.decode(errors="replace"), values),
-                          stderr=redact(err.decode(errors="replace"), values))
+        return ExecResult(
+            exit_code=proc.returncode if proc.returncode is not None else -1,
+            stdout=redact(out.decode(errors="replace"), values),
+            stderr=redact(err.decode(errors="replace"), values),
+        )
 
     def close(self) -> None:
         self.store.close()

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import tarfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,7 +36,7 @@ class SessionPaths:
 
 
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def _file_lock(path: Path) -> Generator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -57,8 +57,14 @@ class Workspaces:
 
     # --- preparation (first turn, or after a restore) ---------------------------------------
 
-    async def prepare(self, spec: AgentSpec, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str],
-                      progress: Progress) -> None:
+    async def prepare(
+        self,
+        spec: AgentSpec,
+        paths: SessionPaths,
+        env: Mapping[str, str],
+        secrets: Mapping[str, str],
+        progress: Progress,
+    ) -> None:
         paths.create()
         for repo in spec.repos:
             target = paths.workspace / repo.dir_name
@@ -87,7 +93,9 @@ class Workspaces:
         if isinstance(skill, LocalSkill):
             path = Path(skill.path).expanduser()
             if not path.is_dir():
-                raise UsageError(f"skill directory {skill.path!r} does not exist; fix the path in the spec's skills")
+                raise UsageError(
+                    f"skill directory {skill.path!r} does not exist; fix the path in the spec's skills"
+                )
             return path.resolve()
         cache = self.workdir / "skills" / hashlib.sha256(f"{skill.url}@{skill.ref}".encode()).hexdigest()[:16]
         with _file_lock(cache.with_suffix(".lock")):
@@ -156,8 +164,13 @@ def _git_env(secrets: Mapping[str, str], repo: GitRepo | None) -> dict[str, str]
         import base64
 
         token = base64.b64encode(f"x-access-token:{secrets[repo.auth]}".encode()).decode()
-        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-                    "GIT_CONFIG_VALUE_0": f"Authorization: Basic {token}"})
+        env.update(
+            {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {token}",
+            }
+        )
     return env
 
 
@@ -174,12 +187,17 @@ def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
         if repo.auth:
             # Push-ready: the helper reads the token from the agent's environment at run time.
             with cloned.config_writer() as config:
-                config.set_value("credential", "helper",
-                                 f'!f() {{ echo username=x-access-token; echo "password=${{{repo.auth}}}"; }}; f')
+                config.set_value(
+                    "credential",
+                    "helper",
+                    f'!f() {{ echo username=x-access-token; echo "password=${{{repo.auth}}}"; }}; f',
+                )
     except git.GitCommandError as exc:
         shutil.rmtree(target, ignore_errors=True)
-        raise RunError(f"cannot clone {repo.url}: {redact(str(exc.stderr).strip(), secrets)}; check the URL, "
-                       f"the ref and the {repo.auth or 'auth'} secret") from None
+        raise RunError(
+            f"cannot clone {repo.url}: {redact(str(exc.stderr).strip(), secrets)}; check the URL, "
+            f"the ref and the {repo.auth or 'auth'} secret"
+        ) from None
 
 
 def _clone_plain(url: str, ref: str | None, target: Path) -> None:
@@ -193,8 +211,9 @@ def _clone_plain(url: str, ref: str | None, target: Path) -> None:
             repo.git.checkout(ref)
     except git.GitCommandError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(f"cannot fetch skills from {url} at {ref or 'the default branch'}: "
-                         f"{str(exc.stderr).strip()}") from None
+        raise BuildError(
+            f"cannot fetch skills from {url} at {ref or 'the default branch'}: {str(exc.stderr).strip()}"
+        ) from None
     tmp.rename(target)
 
 
@@ -206,23 +225,41 @@ def _make_venv(venv: Path, packages: list[str], marker: Path) -> None:
             return
         uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
         env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-        steps = [[uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-                 [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *packages]]
+        steps = [
+            [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+            [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *packages],
+        ]
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
             if done.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
-                raise BuildError(f"installing packages {packages} failed: {done.stderr.strip()[-2000:]}; "
-                                 "check the names and versions in the spec's packages")
+                raise BuildError(
+                    f"installing packages {packages} failed: {done.stderr.strip()[-2000:]}; "
+                    "check the names and versions in the spec's packages"
+                )
         marker.write_text("\n".join(packages) + "\n")
 
 
-async def _run_setup(script: str, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str]) -> None:
+async def _run_setup(
+    script: str, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str]
+) -> None:
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-euo", "pipefail", "-c", script, cwd=paths.workspace, env=dict(env),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        "bash",
+        "-euo",
+        "pipefail",
+        "-c",
+        script,
+        cwd=paths.workspace,
+        env=dict(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         tail = redact(out.decode(errors="replace")[-2000:], secrets)
-        raise RunError("the spec's setup_script failed; fix the script (it runs once per workspace)",
-                       exit_code=proc.returncode, stderr_tail=tail)
+        raise RunError(
+            "the spec's setup_script failed; fix the script (it runs once per workspace)",
+            exit_code=proc.returncode,
+            stderr_tail=tail,
+        )
