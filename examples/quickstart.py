@@ -16,8 +16,13 @@ from harness_run import AgentSpec, local
 from harness_run.testing import ScriptedModel, shell, text, write_file
 
 FIB = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n"
-FIB_ITER = "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
-TEST = "from fib import fibonacci\n\ndef test_fib():\n    assert [fibonacci(i) for i in range(7)] == [0, 1, 1, 2, 3, 5, 8]\n"
+FIB_ITER = (
+    "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
+)
+TEST = (
+    "from fib import fibonacci\n\n"
+    "def test_fib():\n    assert [fibonacci(i) for i in range(7)] == [0, 1, 1, 2, 3, 5, 8]\n"
+)
 CHECK = "python3 -c 'from test_fib import test_fib; test_fib(); print(\"1 passed\")'"
 
 
@@ -26,11 +31,17 @@ async def main() -> None:
     model = None
     secrets: dict[str, str] = {}
     if not os.environ.get("ANTHROPIC_API_KEY"):
-        model = ScriptedModel([
-            write_file("fib.py", FIB), write_file("test_fib.py", TEST), shell(CHECK),
-            text("fibonacci(n) is in fib.py with a test; it passes."),
-            write_file("fib.py", FIB_ITER), shell(CHECK), text("Now iterative; the test still passes."),
-        ]).start()
+        model = ScriptedModel(
+            [
+                write_file("fib.py", FIB),
+                write_file("test_fib.py", TEST),
+                shell(CHECK),
+                text("fibonacci(n) is in fib.py with a test; it passes."),
+                write_file("fib.py", FIB_ITER),
+                shell(CHECK),
+                text("Now iterative; the test still passes."),
+            ]
+        ).start()
         secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted"}
     workdir = os.environ.get("HARNESS_RUN_HOME") or tempfile.mkdtemp(prefix="harness-run-quickstart-")
     try:

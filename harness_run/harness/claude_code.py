@@ -199,6 +199,8 @@ class _ClaudeParser:
         self._texts: list[str] = []
         self._unparsed: list[str] = []
         self._lines = 0
+        self._message_usage: dict[str, Usage] = {}
+        """Usage per model call (message id), so a turn stopped before its result keeps its accounting."""
 
     @property
     def finished(self) -> bool:
@@ -244,6 +246,8 @@ class _ClaudeParser:
 
     def _assistant(self, data: dict[str, Any]) -> list[AgentEvent]:
         message = data.get("message") or {}
+        if isinstance(message.get("usage"), dict) and message.get("id"):
+            self._message_usage[str(message["id"])] = _usage(message["usage"])
         events: list[AgentEvent] = []
         for block in message.get("content") or []:
             if not isinstance(block, dict):
@@ -300,10 +304,14 @@ class _ClaudeParser:
             detail = stderr_tail.strip() or "no output"
             if self._unparsed:
                 detail = f"unexpected output from claude: {self._unparsed[-1]!r}\n{detail}"
+            usage = sum(self._message_usage.values(), Usage())
             return RunResult(
+                text="\n".join(self._texts),
                 is_error=True,
                 stop_reason="error",
                 error=f"claude exited (code {exit_code}) without a result: {detail}",
+                num_turns=len(self._message_usage),
+                usage=usage,
                 **base,
             )
         is_error = bool(data.get("is_error"))

@@ -101,6 +101,7 @@ class TurnProcess:
         self._stop_reason: StopReason | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
+        self.cancelled_result: RunResult | None = None
 
     async def run(self) -> RunResult:
         for path, text in self._plan.files.items():
@@ -129,6 +130,7 @@ class TurnProcess:
         except asyncio.CancelledError:
             self._stop_reason = self._stop_reason or "cancelled"
             await asyncio.shield(kill_tree(proc))
+            self.cancelled_result = self._result(proc.returncode)  # what the turn did before the cancel
             raise
         finally:
             if proc.returncode is None or self._stop_reason:

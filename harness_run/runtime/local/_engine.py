@@ -208,6 +208,7 @@ class LocalEngine:
         driver = get_driver(spec.harness)
         paths = self._workspaces.paths(session.session_id)
         ctx: TurnContext | None = None
+        process: TurnProcess | None = None
         try:
             await self._ensure_workspace(session, spec, paths, secrets, emit)
             bin_dir = await self._workspaces.package_env(
@@ -244,7 +245,9 @@ class LocalEngine:
             run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
         except asyncio.CancelledError:
-            result = RunResult(is_error=False, stop_reason="cancelled", error="the turn was cancelled")
+            result = (process.cancelled_result if process is not None else None) or RunResult(
+                is_error=False, stop_reason="cancelled", error="the turn was cancelled"
+            )
             await asyncio.shield(
                 self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
             )
