@@ -68,8 +68,9 @@ class HarnessDriver(Protocol):
     - ``launch(ctx)`` is pure: argv, env and config files for the turn (no secret values in argv);
     - ``parser(ctx)`` returns a fresh ``LineParser`` for the turn;
     - ``steer(text)`` returns the bytes to write to stdin to add a user message mid-turn, or None;
-    - ``native_files(ctx)`` lists the harness's own session files (transcripts) to checkpoint, and
-      ``native_restore_dir(ctx)`` says where they go back for a resume from ``ctx.workspace``.
+    - ``skills_dir(workspace, home)`` is where skills are staged for the session;
+    - ``native_files(ctx)`` lists the harness's own session files (transcripts) to checkpoint, all
+      under ``native_root(ctx)``; they are restored there, at the same relative paths, to resume.
     """
 
     name: str
@@ -84,4 +85,8 @@ class HarnessDriver(Protocol):
 
     def native_files(self, ctx: TurnContext) -> list[Path]: ...
 
-    def native_restore_dir(self, ctx: TurnContext) -> Path: ...
+    def native_root(self, ctx: TurnContext) -> Path: ...
+
+    def skills_dir(self, workspace: Path, home: Path) -> Path:
+        """Where this harness discovers skills for a session (each skill in ``<dir>/<name>/``)."""
+        ...

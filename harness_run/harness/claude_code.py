@@ -160,12 +160,16 @@ class ClaudeCodeDriver:
     def parser(self, ctx: TurnContext) -> LineParser:
         return _ClaudeParser(ctx)
 
-    def native_restore_dir(self, ctx: TurnContext) -> Path:
+    def skills_dir(self, workspace: Path, home: Path) -> Path:
+        return workspace / ".claude" / "skills"  # project skills
+
+    def native_root(self, ctx: TurnContext) -> Path:
+        # Claude Code finds a transcript only under the directory named after the cwd
         return self.config_dir(ctx) / "projects" / project_dir_name(ctx.workspace)
 
     def native_files(self, ctx: TurnContext) -> list[Path]:
-        projects = self.config_dir(ctx) / "projects"
-        return sorted(projects.glob(f"*/{ctx.session_id}.jsonl")) if projects.is_dir() else []
+        transcript = self.native_root(ctx) / f"{ctx.session_id}.jsonl"
+        return [transcript] if transcript.is_file() else []
 
 
 def _text_of(content: Any) -> str:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from harness_run._version import __version__
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
-from harness_run.harness import TurnContext, get_driver
+from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._pricing import price
 from harness_run.runtime._process import TurnProcess, kill_tree
 from harness_run.runtime._run import Run
@@ -210,7 +210,7 @@ class LocalEngine:
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
-            await self._ensure_workspace(session, spec, paths, secrets, emit)
+            await self._ensure_workspace(session, spec, paths, secrets, emit, driver)
             bin_dir = await self._workspaces.package_env(
                 spec, lambda s, d: emit(StatusEvent(status=s, detail={"step": d}))
             )
@@ -227,6 +227,7 @@ class LocalEngine:
                 home=paths.home,
                 env=env,
                 resume=record.native_started,
+                native_session_id=record.native_session_id,
                 prompt_overridden=prompt_overridden,
                 binary=self.binaries.get(spec.harness),
             )
@@ -262,7 +263,7 @@ class LocalEngine:
         run: Run,
         spec: AgentSpec,
         ctx: TurnContext | None,
-        driver: Any,
+        driver: HarnessDriver,
         result: RunResult,
         started: float,
         values: list[str],
@@ -275,7 +276,8 @@ class LocalEngine:
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
         if spec.checkpoint and ctx is not None:
-            snapshot = await asyncio.to_thread(self._checkpoint, ctx, native, values, run.turn)
+            root = driver.native_root(ctx)
+            snapshot = await asyncio.to_thread(self._checkpoint, ctx, root, native, values, run.turn)
         update = {
             "turns": run.turn,
             "updated_at": time.time(),
@@ -338,7 +340,13 @@ class LocalEngine:
     # --- workspace, checkpoint, restore ---------------------------------------------------------
 
     async def _ensure_workspace(
-        self, session: Session, spec: AgentSpec, paths: SessionPaths, secrets: dict[str, str], emit: Any
+        self,
+        session: Session,
+        spec: AgentSpec,
+        paths: SessionPaths,
+        secrets: dict[str, str],
+        emit: Any,
+        driver: HarnessDriver,
     ) -> None:
         record = session.record
         snap = record.snapshot
@@ -351,19 +359,26 @@ class LocalEngine:
                 paths.setup_marker.write_text("restored\n")
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
         await self._workspaces.prepare(
-            spec, paths, env, secrets, lambda s, d: emit(StatusEvent(status=s, detail={"step": d}))
+            spec,
+            paths,
+            env,
+            secrets,
+            lambda s, d: emit(StatusEvent(status=s, detail={"step": d})),
+            driver.skills_dir(paths.workspace, paths.home),
         )
         record.workspace_ready = True
 
-    async def _restore_native(self, session: Session, driver: Any, ctx: TurnContext) -> None:
+    async def _restore_native(self, session: Session, driver: HarnessDriver, ctx: TurnContext) -> None:
         snap = session.record.snapshot
         if not session.record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
             return
         data = self.store.get_blob(snap.native)
         if data is not None:
-            await asyncio.to_thread(Workspaces.restore, data, driver.native_restore_dir(ctx))
+            await asyncio.to_thread(Workspaces.restore, data, driver.native_root(ctx))
 
-    def _checkpoint(self, ctx: TurnContext, native: list[Path], values: list[str], turn: int) -> SnapshotRef:
+    def _checkpoint(
+        self, ctx: TurnContext, native_root: Path, native: list[Path], values: list[str], turn: int
+    ) -> SnapshotRef:
         # as redact(): values and their JSON-escaped forms (transcripts are JSON), none under 4 chars
         forms = {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}
         values = sorted(forms, key=len, reverse=True)
@@ -376,7 +391,7 @@ class LocalEngine:
                     data = path.read_bytes()
                     for value in values:
                         data = data.replace(value.encode(), b"***")
-                    info = tarfile.TarInfo(path.name)
+                    info = tarfile.TarInfo(path.relative_to(native_root).as_posix())
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
             native_key = self.store.put_blob(buf.getvalue())

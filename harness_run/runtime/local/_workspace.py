@@ -64,6 +64,7 @@ class Workspaces:
         env: Mapping[str, str],
         secrets: Mapping[str, str],
         progress: Progress,
+        skills_dir: Path,
     ) -> None:
         paths.create()
         for repo in spec.repos:
@@ -73,15 +74,14 @@ class Workspaces:
                 await asyncio.to_thread(_clone, repo, target, secrets)
         if spec.skills:
             progress("setup", f"staging {len(spec.skills)} skill source(s)")
-            await asyncio.to_thread(self.stage_skills, spec, paths)
+            await asyncio.to_thread(self.stage_skills, spec, skills_dir)
         if spec.setup_script and not paths.setup_marker.exists():
             progress("setup", "running setup_script")
             await _run_setup(spec.setup_script, paths, env, secrets)
             paths.setup_marker.write_text("ok\n")
 
-    def stage_skills(self, spec: AgentSpec, paths: SessionPaths) -> None:
-        """Copy skills into ``<workspace>/.claude/skills/<name>/`` (project skills)."""
-        dest_root = paths.workspace / ".claude" / "skills"
+    def stage_skills(self, spec: AgentSpec, dest_root: Path) -> None:
+        """Copy skills into ``<dest_root>/<name>/`` (where the harness looks for them)."""
         for skill in spec.skills:
             dest = dest_root / skill.staged_name
             if dest.exists():

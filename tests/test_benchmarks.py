@@ -1,0 +1,47 @@
+"""Smoke test of the benchmark scripts: each runs (briefly) and prints its numbers.
+
+Numbers are never asserted against targets here; they are recorded in benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_compile_benchmark_prints_timings() -> None:
+    out = _run("compile.py", "--runs", "3")
+    for label in ("compile_ms", "import_agentspec_ms", "import_build_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_turn_overhead_benchmark_prints_ratios() -> None:
+    out = _run("turn_overhead.py", "--rounds", "1")
+    for label in ("ratio in-process / bare", "ratio fresh process / bare", "ratio two-turn / bare"):
+        assert re.search(rf"{re.escape(label)}: [0-9.]+", out), out
+    assert re.search(r"client peak RSS, in process: [0-9.]+ MB", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_concurrency_benchmark_reports_no_failures() -> None:
+    out = _run("concurrency.py", "--sizes", "3")
+    assert re.search(
+        r"3 concurrent sessions: wall [0-9.]+ s, [0-9.]+ s/turn, failures 0, client peak RSS", out
+    ), out
