@@ -8,7 +8,7 @@ from harness_run.build._compile import compile
 from harness_run.build._docker import build_image
 from harness_run.build._pins import BUILDER_VERSION, DEFAULT_BASE_IMAGE
 from harness_run.build._plan import BuildPlan
-from harness_run.build._skills import PinnedSkill
+from harness_run.build._skills import PinnedSkill, StagedFile, stage_skills
 
 __all__ = [
     # compile
@@ -16,7 +16,9 @@ __all__ = [
     "DEFAULT_BASE_IMAGE",
     "BuildPlan",
     "PinnedSkill",
+    "StagedFile",
     # build
     "build_image",
     "compile",
+    "stage_skills",
 ]

@@ -7,6 +7,7 @@ import asyncio
 import fcntl
 import hashlib
 import io
+import json
 import os
 import shutil
 import sys
@@ -14,9 +15,13 @@ import tarfile
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness_run.errors import BuildError, RunError, UsageError, redact
-from harness_run.spec import AgentSpec, GitRepo, GitSkill, LocalSkill
+from harness_run.errors import BuildError, RunError, redact
+from harness_run.spec import AgentSpec, GitRepo
+
+if TYPE_CHECKING:
+    from harness_run.build import StagedFile
 
 __all__ = ["SessionPaths", "Workspaces"]
 
@@ -51,6 +56,7 @@ class Workspaces:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self._skill_cache: dict[str, dict[str, StagedFile]] = {}
 
     def paths(self, session_id: str) -> SessionPaths:
         return SessionPaths(self.workdir / "sessions" / session_id)
@@ -81,30 +87,27 @@ class Workspaces:
             paths.setup_marker.write_text("ok\n")
 
     def stage_skills(self, spec: AgentSpec, dest_root: Path) -> None:
-        """Copy skills into ``<dest_root>/<name>/`` (where the harness looks for them)."""
-        for skill in spec.skills:
-            dest = dest_root / skill.staged_name
-            if dest.exists():
-                continue
-            source = self._skill_source(skill)
-            shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git"))
+        """Write the spec's skills into ``<dest_root>/<name>/`` (where the harness looks for them).
 
-    def _skill_source(self, skill: GitSkill | LocalSkill) -> Path:
-        if isinstance(skill, LocalSkill):
-            path = Path(skill.path).expanduser()
-            if not path.is_dir():
-                raise UsageError(
-                    f"skill directory {skill.path!r} does not exist; fix the path in the spec's skills"
-                )
-            return path.resolve()
-        cache = self.workdir / "skills" / hashlib.sha256(f"{skill.url}@{skill.ref}".encode()).hexdigest()[:16]
-        with _file_lock(cache.with_suffix(".lock")):
-            if not cache.exists():
-                _clone_plain(skill.url, skill.ref, cache)
-        source = cache / skill.subdir if skill.subdir else cache
-        if not source.is_dir():
-            raise UsageError(f"skill subdir {skill.subdir!r} is not in {skill.url}")
-        return source
+        The files come from the compiler's staging (git skills read at their resolved commit), done
+        once per workdir and skill set and kept in memory.
+        """
+        for rel, staged in self._staged_skills(spec).items():
+            path = dest_root / rel.removeprefix("skills/")
+            if path.exists():
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(staged.data)
+            if staged.executable:
+                path.chmod(0o755)
+
+    def _staged_skills(self, spec: AgentSpec) -> dict[str, StagedFile]:
+        key = json.dumps([s.model_dump(mode="json") for s in spec.skills], sort_keys=True)
+        if key not in self._skill_cache:
+            from harness_run.build import stage_skills
+
+            self._skill_cache[key] = stage_skills(spec.skills, Path.cwd())[0]
+        return self._skill_cache[key]
 
     # --- packages -----------------------------------------------------------------------------
 
@@ -198,23 +201,6 @@ def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
             f"cannot clone {repo.url}: {redact(str(exc.stderr).strip(), secrets)}; check the URL, "
             f"the ref and the {repo.auth or 'auth'} secret"
         ) from None
-
-
-def _clone_plain(url: str, ref: str | None, target: Path) -> None:
-    import git
-
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        repo = git.Repo.clone_from(url, tmp, env=_git_env({}, None))
-        if ref:
-            repo.git.checkout(ref)
-    except git.GitCommandError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(
-            f"cannot fetch skills from {url} at {ref or 'the default branch'}: {str(exc.stderr).strip()}"
-        ) from None
-    tmp.rename(target)
 
 
 def _make_venv(venv: Path, packages: list[str], marker: Path) -> None:
