@@ -103,9 +103,11 @@ class Run:
             if self._task is None:
                 await waiter.wait()
             else:
-                await asyncio.wait(
-                    [asyncio.ensure_future(waiter.wait()), self._task], return_when=asyncio.FIRST_COMPLETED
-                )
+                changed = asyncio.ensure_future(waiter.wait())
+                try:
+                    await asyncio.wait([changed, self._task], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
 
     async def interrupt(self) -> None:
         """Stop the turn now; its result gets ``stop_reason="interrupted"``."""
