@@ -22,10 +22,14 @@ __all__ = ["LocalEngine", "deploy", "get_engine", "run"]
 
 
 def deploy(
-    spec: AgentSpec, *, workdir: str | Path | None = None, claude_binary: str | None = None
+    spec: AgentSpec,
+    *,
+    workdir: str | Path | None = None,
+    claude_binary: str | None = None,
+    codex_binary: str | None = None,
 ) -> LocalEngine:
     """An engine for ``spec`` on this machine."""
-    return LocalEngine(spec, workdir=workdir, claude_binary=claude_binary)
+    return LocalEngine(spec, workdir=workdir, claude_binary=claude_binary, codex_binary=codex_binary)
 
 
 def get_engine(name: str, *, workdir: str | Path | None = None, version: str | None = None) -> LocalEngine:

@@ -11,9 +11,13 @@ def get_driver(harness: str) -> HarnessDriver:
         from harness_run.harness.claude_code import ClaudeCodeDriver
 
         return ClaudeCodeDriver()
+    if harness == "codex":
+        from harness_run.harness.codex import CodexDriver
+
+        return CodexDriver()
     from harness_run.errors import UsageError
 
     raise UsageError(
         f"the {harness!r} harness has no local driver in this version of harness-run; "
-        "use harness='claude-code' (Codex and OpenCode drivers are planned)"
+        "use harness='claude-code' or 'codex' (an OpenCode driver is planned)"
     )

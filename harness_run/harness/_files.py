@@ -125,13 +125,20 @@ _CODEX_PERMISSIONS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def codex_files(spec: AgentSpec) -> dict[str, str]:
+def codex_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``config.toml`` for Codex. ``settings`` adds run-time keys (the local driver's model provider,
+    instructions, …): scalars and lists go to the top level, dicts become tables (one level of
+    sub-tables, as for MCP servers). Without it the output is what the image bakes in."""
     approval, sandbox = _CODEX_PERMISSIONS[spec.permission_mode]
+    extra = dict(settings or {})
+    tables = {k: v for k, v in extra.items() if isinstance(v, dict)}
     lines = [
         f"# {GENERATED}",
         f"approval_policy = {_toml_str(approval)}",
         f"sandbox_mode = {_toml_str(sandbox)}",
+        *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in extra.items() if k not in tables),
         "",
+        *(line for name, table in tables.items() for line in [*_toml_table(name, table), ""]),
         "[analytics]",
         "enabled = false",
         "",
@@ -194,6 +201,8 @@ def _toml_key(key: str) -> str:
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, str):
         return _toml_str(value)
     if isinstance(value, list):

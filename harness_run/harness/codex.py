@@ -1,0 +1,414 @@
+"""Codex driver: ``codex exec --json``, one process per turn, spoken directly.
+
+The binary comes from the pinned ``openai-codex-cli-bin`` wheel (the ``local`` extra), located
+without importing it. Each session has its own ``CODEX_HOME`` (``<home>/.codex``) with a generated
+``config.toml``: MCP servers and permissions (:func:`codex_files`), the model provider,
+instructions and offline switches (no secret values: the key travels in the variable ``env_key``
+names). Turn 1: ``codex exec --json … -`` (the prompt on stdin, then EOF: ``codex exec`` reads a
+non-TTY stdin to its end); then ``codex exec resume --json … <thread id> -``, the thread id being
+the ``thread.started`` id. There is no steering.
+
+Verified with codex-cli 0.163.0 (and 0.171.0) against the scripted model: ``OPENAI_BASE_URL`` is
+ignored by Codex, so an endpoint becomes ``[model_providers.harness-run]``; the built-in OpenAI
+provider reads its key only from ``CODEX_API_KEY``; ``developer_instructions`` adds a developer
+message after Codex's prompt, ``model_instructions_file`` replaces that prompt (``base_instructions``
+is ignored); skills are found in ``$CODEX_HOME/skills/<name>/SKILL.md``; ``turn.completed.usage`` is
+cumulative over the thread (and misses stopped turns), so a turn's usage is the sum of the
+``token_usage_record`` lines (one per model response) its rollout gained, which also give
+``num_turns``. Not enforced (Codex has no such options; listed under ``unenforced`` in the
+``started`` event): ``max_turns``, ``max_budget_usd``, ``allowed_tools``, and ``disallowed_tools``
+other than ``web_search``/``WebSearch`` and ``mcp__<server>__<tool>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, cast
+
+from harness_run.errors import HarnessNotFoundError
+from harness_run.events import (
+    AgentEvent,
+    ErrorEvent,
+    MessageEvent,
+    RunResult,
+    StatusEvent,
+    ThinkingEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+)
+from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._files import codex_files
+
+__all__ = ["CodexDriver", "bundled_codex"]
+
+PROVIDER = "harness-run"
+RETRIES_ENV = "HARNESS_RUN_CODEX_MAX_RETRIES"
+"""Optional (spec ``env``): request/stream retries of the endpoint provider (Codex's default: 4/5)."""
+_WEB_SEARCH = frozenset({"web_search", "WebSearch"})
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_TOOL_ITEMS = frozenset({"command_execution", "mcp_tool_call", "file_change", "web_search"})
+_INSTALL_HINT = (
+    'install it with `pip install "harness-run[local]"` (the openai-codex-cli-bin wheel ships the '
+    "binary), or `npm install -g @openai/codex`, or set HARNESS_RUN_CODEX_BIN"
+)
+
+
+def bundled_codex() -> str | None:
+    """Path of the ``codex`` binary inside the installed openai-codex-cli-bin wheel, without importing it."""
+    try:
+        found = find_spec("codex_cli_bin")
+    except (ImportError, ValueError):
+        return None
+    for location in (found.submodule_search_locations or []) if found else []:
+        candidate = Path(location) / "bin" / "codex"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def strict_schema(schema: Any) -> Any:
+    """Codex sends ``--output-schema`` as a *strict* JSON schema, which OpenAI accepts only when every
+    object forbids other properties and requires all of its own: add that (pydantic leaves both
+    out; the answer still validates into the model)."""
+    if isinstance(schema, list):
+        return [strict_schema(v) for v in cast(list[Any], schema)]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in cast(dict[str, Any], schema).items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {k: strict_schema(v) for k, v in cast(dict[str, Any], value).items()}
+        else:
+            out[key] = strict_schema(value)
+    if out.get("type") == "object" or isinstance(out.get("properties"), dict):
+        out.setdefault("additionalProperties", False)
+        if out["additionalProperties"] is False:
+            out["required"] = list(_dict(out.get("properties")))
+    return out
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    items = cast(list[Any], value) if isinstance(value, list) else []
+    return [cast(dict[str, Any], v) for v in items if isinstance(v, dict)]
+
+
+class CodexDriver:
+    name = "codex"
+
+    def locate(self, override: str | None = None) -> str:
+        for candidate in (override, os.environ.get("HARNESS_RUN_CODEX_BIN")):
+            if candidate:
+                if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+                    return candidate
+                raise HarnessNotFoundError(
+                    f"the codex binary {candidate!r} does not exist or is not executable; {_INSTALL_HINT}"
+                )
+        found = bundled_codex() or shutil.which("codex")
+        if not found:
+            raise HarnessNotFoundError(f"Codex (`codex`) is not installed; {_INSTALL_HINT}")
+        return found
+
+    def codex_home(self, ctx: TurnContext) -> Path:
+        return ctx.home / ".codex"
+
+    def launch(self, ctx: TurnContext) -> LaunchPlan:
+        spec, home = ctx.spec, self.codex_home(ctx)
+        ours = home / "harness-run"  # files we write besides config.toml
+        files: dict[Path, str] = {}
+        settings: dict[str, Any] = {"check_for_update_on_startup": False}
+        env = dict(ctx.env)
+        base_url = env.get("OPENAI_BASE_URL")
+        if base_url:
+            provider: dict[str, Any] = {
+                "name": PROVIDER,
+                "base_url": base_url,
+                "env_key": "OPENAI_API_KEY",
+                "wire_api": "responses",
+            }
+            retries = env.get(RETRIES_ENV, "")
+            if retries.isdigit():
+                provider.update(request_max_retries=int(retries), stream_max_retries=int(retries))
+            settings["model_provider"] = PROVIDER
+            settings[f"model_providers.{PROVIDER}"] = provider  # a table: written after the top-level keys
+        elif env.get("OPENAI_API_KEY") and not env.get("CODEX_API_KEY"):
+            env["CODEX_API_KEY"] = env["OPENAI_API_KEY"]  # the built-in provider reads only this one
+        if spec.reasoning_effort is not None:
+            settings["model_reasoning_effort"] = spec.reasoning_effort
+        if spec.system_prompt.mode == "replace":
+            files[ours / "instructions.md"] = spec.system_prompt.text
+            settings["model_instructions_file"] = str(ours / "instructions.md")
+        elif spec.system_prompt.text:
+            settings["developer_instructions"] = spec.system_prompt.text
+        if _WEB_SEARCH & set(spec.disallowed_tools):
+            settings["web_search"] = "disabled"
+        files[home / "config.toml"] = codex_files(spec, settings)["config.toml"]
+
+        resuming = ctx.resume and ctx.native_session_id is not None
+        argv = [self.locate(ctx.binary), "exec", *(["resume"] if resuming else [])]
+        argv += ["--json", "--skip-git-repo-check", "-m", spec.model]
+        schema = spec.output_json_schema
+        if schema is not None:
+            files[ours / "output-schema.json"] = _dumps(strict_schema(schema))
+            argv += ["--output-schema", str(ours / "output-schema.json")]
+        if resuming:
+            argv.append(str(ctx.native_session_id))
+        argv.append("-")  # the prompt, from stdin: no ARG_MAX limit (128 KiB), not in `ps` output
+        env["CODEX_HOME"] = str(home)
+        return LaunchPlan(argv=argv, env=env, stdin=ctx.prompt.encode(), keep_stdin_open=False, files=files)
+
+    def steer(self, text: str) -> bytes | None:
+        return None  # codex exec takes no input once started
+
+    def parser(self, ctx: TurnContext) -> LineParser:
+        rollout = self.rollout(ctx, ctx.native_session_id) if ctx.resume else None
+        return _CodexParser(ctx, self, len(_usage_records(rollout)))
+
+    def skills_dir(self, workspace: Path, home: Path) -> Path:
+        return home / ".codex" / "skills"  # user skills ($CODEX_HOME/skills/<name>/SKILL.md)
+
+    def native_root(self, ctx: TurnContext) -> Path:
+        return self.codex_home(ctx)
+
+    def native_files(self, ctx: TurnContext) -> list[Path]:
+        # the CODEX_HOME is the session's own: every rollout in it belongs to this session
+        return sorted(self.codex_home(ctx).glob("sessions/*/*/*/rollout-*.jsonl"))
+
+    def rollout(self, ctx: TurnContext, thread_id: str | None) -> Path | None:
+        """The thread's transcript: ``sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl``."""
+        if not thread_id:
+            return None
+        found = sorted(self.codex_home(ctx).glob(f"sessions/*/*/*/rollout-*-{thread_id}.jsonl"))
+        return found[-1] if found else None
+
+    def unenforced(self, ctx: TurnContext) -> list[str]:
+        spec = ctx.spec
+        out = [k for k in ("max_turns", "max_budget_usd") if getattr(spec, k) is not None]
+        out += [f"allowed_tools:{t}" for t in spec.allowed_tools]
+        out += [
+            f"disallowed_tools:{t}"
+            for t in spec.disallowed_tools
+            if t not in _WEB_SEARCH and not any(t.startswith(f"mcp__{s.name}__") for s in spec.mcp_servers)
+        ]
+        return out
+
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+)
+
+
+def _counts(raw: Any) -> dict[str, int]:
+    raw = _dict(raw)
+    return {k: int(v) if isinstance(v := raw.get(k), int | float) else 0 for k in _USAGE_KEYS}
+
+
+def _usage_records(rollout: Path | None) -> list[dict[str, int]]:
+    """The usage of every model response of a thread: its rollout's ``token_usage_record`` lines
+    (written per response, also when the turn is stopped afterwards)."""
+    try:
+        text = rollout.read_text(encoding="utf-8", errors="replace") if rollout else ""
+    except OSError:
+        text = ""
+    records: list[dict[str, int]] = []
+    for line in text.splitlines():
+        if '"token_usage_record"' in line:
+            try:
+                data = _dict(json.loads(line))
+            except ValueError:
+                continue
+            if data.get("type") == "token_usage_record":
+                records.append(_counts(_dict(data.get("payload")).get("usage")))
+    return records
+
+
+def _usage(records: list[dict[str, int]]) -> Usage:
+    """OpenAI counts cached input inside ``input_tokens`` and reasoning inside ``output_tokens``;
+    ``Usage`` keeps them apart (as Anthropic does), so the price table counts each token once."""
+    d = {k: sum(r[k] for r in records) for k in _USAGE_KEYS}
+    return Usage(
+        input_tokens=max(0, d["input_tokens"] - d["cached_input_tokens"]),
+        cache_read_tokens=d["cached_input_tokens"],
+        cache_write_tokens=d["cache_write_input_tokens"],
+        output_tokens=max(0, d["output_tokens"] - d["reasoning_output_tokens"]),
+        reasoning_tokens=d["reasoning_output_tokens"],
+    )
+
+
+def _error_text(message: Any) -> str:
+    """Codex passes a provider's error body through as text: keep its ``error.message``."""
+    text = message if isinstance(message, str) else _dumps(message)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    inner = _dict(_dict(data).get("error")).get("message")
+    return inner if isinstance(inner, str) else text
+
+
+class _CodexParser:
+    def __init__(self, ctx: TurnContext, driver: CodexDriver, before: int) -> None:
+        self._ctx = ctx
+        self._driver = driver
+        self._before = before  # model responses of the thread before this turn
+        self._thread_id = ctx.native_session_id
+        self._done: str | None = None  # "completed" | "failed"
+        self._error: str | None = None
+        self._texts: list[str] = []
+        self._tools = 0
+        self._started: set[str] = set()
+        self._unparsed: list[str] = []
+
+    @property
+    def finished(self) -> bool:
+        return self._done is not None
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            if line.strip():
+                self._unparsed.append(line.strip()[:500])
+            return []
+        try:
+            return self._event(_dict(data))
+        except (AttributeError, TypeError, ValueError) as exc:  # odd shapes never break a turn
+            self._unparsed.append(f"{type(exc).__name__}: {line.strip()[:400]}")
+            return []
+
+    def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
+        kind = data.get("type")
+        if kind == "thread.started":
+            self._thread_id = str(data.get("thread_id") or self._thread_id or "")
+            detail = {
+                "thread_id": self._thread_id,
+                "model": self._ctx.spec.model,
+                "mcp_servers": [s.name for s in self._ctx.spec.mcp_servers],
+                "unenforced": self._driver.unenforced(self._ctx),
+            }
+            return [StatusEvent(status="started", detail=detail, raw=data)]
+        if kind in ("item.started", "item.completed"):
+            item = data.get("item")
+            return self._item(item, kind == "item.completed", data) if isinstance(item, dict) else []
+        if kind == "turn.completed":
+            self._done = "completed"  # its usage is the thread's total: we sum the rollout's records
+            return []
+        if kind == "turn.failed":
+            self._done = "failed"
+            self._error = _error_text(_dict(data.get("error")).get("message") or self._error or "turn failed")
+            return []
+        if kind == "error":
+            message = _error_text(data.get("message", ""))
+            if message.startswith("Reconnecting..."):
+                return [StatusEvent(status="retry", detail={"message": message}, raw=data)]
+            self._error = message
+            return [ErrorEvent(message=message, raw=data)]
+        return []
+
+    def _item(self, item: dict[str, Any], completed: bool, data: dict[str, Any]) -> list[AgentEvent]:
+        kind, item_id = item.get("type"), str(item.get("id", ""))
+        if kind == "agent_message" and completed:
+            text = str(item.get("text", ""))
+            self._texts.append(text)
+            return [MessageEvent(text=text, message_id=item_id, raw=data)]
+        if kind == "reasoning" and completed:
+            return [ThinkingEvent(text=str(item.get("text", "")), raw=data)]
+        if kind == "error" and completed:  # a warning (config, model metadata …); the turn goes on
+            return [StatusEvent(status="warning", detail={"message": str(item.get("message", ""))}, raw=data)]
+        if kind not in _TOOL_ITEMS:
+            return []  # todo_list, collab_tool_call …
+        events: list[AgentEvent] = []
+        if item_id not in self._started:
+            self._started.add(item_id)
+            self._tools += 1
+            name, tool_input = _tool_call(item)
+            events.append(ToolUseEvent(tool_use_id=item_id, name=name, input=tool_input, raw=data))
+        if completed:
+            content, is_error = _tool_result(item)
+            events.append(ToolResultEvent(tool_use_id=item_id, content=content, is_error=is_error, raw=data))
+        return events
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        ctx = self._ctx
+        records = _usage_records(self._driver.rollout(ctx, self._thread_id))[self._before :]
+        text = self._texts[-1] if self._texts else ""
+        base: dict[str, Any] = {
+            "session_id": ctx.session_id,
+            "turn": ctx.turn,
+            "harness": CodexDriver.name,
+            "model": ctx.spec.model,
+            "native_session_id": self._thread_id or None,
+            "usage": _usage(records),
+            "num_turns": len(records) or self._tools + (1 if self._texts else 0),
+            "text": text,
+        }
+        if self._done is None:
+            detail = "\n".join(
+                line for line in stderr_tail.strip().splitlines() if "Reading additional input" not in line
+            )
+            detail = self._error or detail or "no output"
+            if self._unparsed:
+                detail = f"unexpected output from codex: {self._unparsed[-1]!r}\n{detail}"
+            error = f"codex exited (code {exit_code}) without finishing the turn: {detail}"
+            return RunResult(is_error=True, stop_reason="error", error=error, **base)
+        if self._done == "failed":
+            return RunResult(is_error=True, stop_reason="error", error=self._error or "turn failed", **base)
+        structured: Any = None
+        if ctx.spec.output_json_schema is not None:
+            try:
+                structured = json.loads(text)
+            except ValueError:
+                error = f"the final answer is not the JSON the output schema asks for: {text[:200]!r}"
+                return RunResult(is_error=True, stop_reason="error", error=error, **base)
+        return RunResult(structured_output=structured, **base)
+
+
+def _tool_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(name, input) of a tool item: ``shell``, ``mcp__<server>__<tool>``, ``file_change``, ``web_search``."""
+    match item.get("type"):
+        case "command_execution":
+            return "shell", {"command": item.get("command", "")}
+        case "mcp_tool_call":
+            args = item.get("arguments")
+            name = f"mcp__{item.get('server', '')}__{item.get('tool', '')}"
+            return name, _dict(args) if isinstance(args, dict) else {"arguments": args}
+        case "file_change":
+            return "file_change", {"changes": item.get("changes") or []}
+        case kind:
+            return str(kind), {k: v for k, v in item.items() if k not in ("id", "type", "status")}
+
+
+def _tool_result(item: dict[str, Any]) -> tuple[str, bool]:
+    failed = item.get("status") == "failed"
+    match item.get("type"):
+        case "command_execution":
+            code = item.get("exit_code")
+            return str(item.get("aggregated_output") or ""), failed or code not in (None, 0)
+        case "mcp_tool_call" if isinstance(item.get("error"), dict):
+            return str(_dict(item.get("error")).get("message", "")), True
+        case "mcp_tool_call":
+            blocks = _dicts(_dict(item.get("result")).get("content"))
+            return "\n".join(str(b.get("text", "")) for b in blocks), failed
+        case "file_change":
+            changes = _dicts(item.get("changes"))
+            return "\n".join(f"{c.get('kind', '')} {c.get('path', '')}" for c in changes), failed
+        case _:
+            return str(item.get("query", "")), failed
