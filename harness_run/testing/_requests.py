@@ -169,8 +169,16 @@ class RecordedRequest:
 
     @property
     def tool_names(self) -> list[str]:
-        """Names of the tools the client offered in this request."""
-        return _tool_names(self.json.get("tools"))
+        """Names of the tools the client offered in this request.
+
+        Includes tools offered inside the input, as Codex does for models in its "code mode"
+        (an ``additional_tools`` item whose namespaces hold the tools).
+        """
+        names = _tool_names(self.json.get("tools"))
+        for item in _dicts(self.json.get("input")):
+            if item.get("type") == "additional_tools":
+                names.extend(_tool_names(item.get("tools")))
+        return names
 
     @property
     def tool_results(self) -> list[str]:
@@ -269,6 +277,9 @@ def _tool_names(tools: Any) -> list[str]:
         if not isinstance(tool, dict):
             continue
         t = cast(dict[str, Any], tool)
+        if t.get("type") == "namespace":  # a group of tools (Codex code mode): list its members
+            names.extend(_tool_names(t.get("tools")))
+            continue
         fn = t.get("function")
         name = cast(dict[str, Any], fn).get("name") if isinstance(fn, dict) else t.get("name")
         if isinstance(name, str):

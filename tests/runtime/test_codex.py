@@ -3,10 +3,9 @@ README's example, history across turns and engines, errors, structured output, i
 skills and secrets — plus the driver's pure parts (argv, config, event parsing).
 
 ``gpt-5.6-luna`` runs in Codex's code mode: its tools are offered in an ``additional_tools`` input
-item (a JavaScript ``exec`` tool), not in ``tools``. The scripted model's default side-request
-heuristic would take such requests for housekeeping, so these tests use ``side_detector=None``
-(Codex sends no side requests); its ``shell()`` intent still works, as a direct ``exec_command``
-call, which Codex dispatches.
+item (a JavaScript ``exec`` tool), not in ``tools``; the scripted model reads both, so its default
+side-request heuristic applies as for any user. Its ``shell()`` intent still works, as a direct
+``exec_command`` call, which Codex dispatches.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ SERVER = Path(__file__).with_name("mcp_marker_server.py")
 
 @pytest.fixture
 def codex_model() -> Iterator[ScriptedModel]:
-    with ScriptedModel(side_detector=None) as scripted:
+    with ScriptedModel() as scripted:
         yield scripted
 
 
