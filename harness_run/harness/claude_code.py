@@ -8,14 +8,10 @@ See DESIGN.md, "Harness control".
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from harness_run.errors import HarnessNotFoundError
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
@@ -30,6 +26,7 @@ from harness_run.events import (
 )
 from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import claude_files
+from harness_run.harness._locate import BinarySource
 
 __all__ = ["ClaudeCodeDriver"]
 
@@ -54,39 +51,31 @@ _INSTALL_HINT = (
 )
 
 
-def bundled_claude() -> str | None:
-    """Path of the ``claude`` binary inside the installed claude-agent-sdk wheel, without importing it."""
-    try:
-        found = find_spec("claude_agent_sdk")
-    except (ImportError, ValueError):
-        return None
-    for location in (found.submodule_search_locations or []) if found else []:
-        candidate = Path(location) / "_bundled" / "claude"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
 def project_dir_name(cwd: Path) -> str:
     """How Claude Code names a working directory under ``$CLAUDE_CONFIG_DIR/projects``."""
     return re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+_SOURCE = BinarySource(
+    label="Claude Code",
+    command="claude",
+    env_var="HARNESS_RUN_CLAUDE_BIN",
+    package="claude_agent_sdk",
+    relative="_bundled/claude",
+    hint=_INSTALL_HINT,
+)
+
+
+def bundled_claude() -> str | None:
+    """Path of the ``claude`` binary inside the installed claude-agent-sdk wheel, without importing it."""
+    return _SOURCE.bundled()
 
 
 class ClaudeCodeDriver:
     name = "claude-code"
 
     def locate(self, override: str | None = None) -> str:
-        for candidate in (override, os.environ.get("HARNESS_RUN_CLAUDE_BIN")):
-            if candidate:
-                if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-                raise HarnessNotFoundError(
-                    f"the claude binary {candidate!r} does not exist or is not executable; {_INSTALL_HINT}"
-                )
-        found = bundled_claude() or shutil.which("claude")
-        if not found:
-            raise HarnessNotFoundError(f"Claude Code (`claude`) is not installed; {_INSTALL_HINT}")
-        return found
+        return _SOURCE.locate(override)
 
     def config_dir(self, ctx: TurnContext) -> Path:
         return ctx.home / ".claude"

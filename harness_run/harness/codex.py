@@ -23,13 +23,9 @@ other than ``web_search``/``WebSearch`` and ``mcp__<server>__<tool>``.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, cast
 
-from harness_run.errors import HarnessNotFoundError
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
@@ -43,6 +39,7 @@ from harness_run.events import (
 )
 from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import codex_files
+from harness_run.harness._locate import BinarySource
 
 __all__ = ["CodexDriver", "bundled_codex"]
 
@@ -58,17 +55,19 @@ _INSTALL_HINT = (
 )
 
 
+_SOURCE = BinarySource(
+    label="Codex",
+    command="codex",
+    env_var="HARNESS_RUN_CODEX_BIN",
+    package="codex_cli_bin",
+    relative="bin/codex",
+    hint=_INSTALL_HINT,
+)
+
+
 def bundled_codex() -> str | None:
     """Path of the ``codex`` binary inside the installed openai-codex-cli-bin wheel, without importing it."""
-    try:
-        found = find_spec("codex_cli_bin")
-    except (ImportError, ValueError):
-        return None
-    for location in (found.submodule_search_locations or []) if found else []:
-        candidate = Path(location) / "bin" / "codex"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
+    return _SOURCE.bundled()
 
 
 def _dumps(data: Any) -> str:
@@ -109,17 +108,7 @@ class CodexDriver:
     name = "codex"
 
     def locate(self, override: str | None = None) -> str:
-        for candidate in (override, os.environ.get("HARNESS_RUN_CODEX_BIN")):
-            if candidate:
-                if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-                raise HarnessNotFoundError(
-                    f"the codex binary {candidate!r} does not exist or is not executable; {_INSTALL_HINT}"
-                )
-        found = bundled_codex() or shutil.which("codex")
-        if not found:
-            raise HarnessNotFoundError(f"Codex (`codex`) is not installed; {_INSTALL_HINT}")
-        return found
+        return _SOURCE.locate(override)
 
     def codex_home(self, ctx: TurnContext) -> Path:
         return ctx.home / ".codex"
