@@ -66,11 +66,6 @@ _SOURCE = BinarySource(
 )
 
 
-def bundled_claude() -> str | None:
-    """Path of the ``claude`` binary inside the installed claude-agent-sdk wheel, without importing it."""
-    return _SOURCE.bundled()
-
-
 class ClaudeCodeDriver:
     name = "claude-code"
 

@@ -41,7 +41,7 @@ from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import codex_files
 from harness_run.harness._locate import BinarySource
 
-__all__ = ["CodexDriver", "bundled_codex"]
+__all__ = ["CodexDriver"]
 
 PROVIDER = "harness-run"
 RETRIES_ENV = "HARNESS_RUN_CODEX_MAX_RETRIES"
@@ -63,11 +63,6 @@ _SOURCE = BinarySource(
     relative="bin/codex",
     hint=_INSTALL_HINT,
 )
-
-
-def bundled_codex() -> str | None:
-    """Path of the ``codex`` binary inside the installed openai-codex-cli-bin wheel, without importing it."""
-    return _SOURCE.bundled()
 
 
 def _dumps(data: Any) -> str:
