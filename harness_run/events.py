@@ -17,6 +17,7 @@ __all__ = [
     "AgentEvent",
     "ErrorEvent",
     "MessageEvent",
+    "ResourceUsage",
     "ResultEvent",
     "RunResult",
     "StatusEvent",
@@ -62,6 +63,16 @@ class Usage(_Frozen):
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
 
 
+class ResourceUsage(_Frozen):
+    """What the harness process used during the turn (read from ``/proc`` just before it ended;
+    ``None`` on the result where it could not be read, e.g. a CLI that crashed)."""
+
+    cpu_seconds: float = 0.0
+    """User + system CPU of the harness CLI and the commands it ran and waited for."""
+    peak_memory_mb: float = 0.0
+    """Peak resident memory of the harness CLI process."""
+
+
 class RunResult(_Frozen):
     """What a turn produced. ``cost_usd`` is the harness's figure, else priced from a table, else
     ``None`` — never a made-up 0. ``structured_output`` is validated into the output schema's
@@ -81,6 +92,7 @@ class RunResult(_Frozen):
     harness: str = ""
     model: str = ""
     native_session_id: str | None = None
+    resources: ResourceUsage | None = None
 
 
 class _Event(_Frozen):

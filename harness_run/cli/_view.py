@@ -59,6 +59,9 @@ def format_result(result: RunResult) -> list[tuple[str, str]]:
         ("cost", cost),
         ("duration", f"{result.duration_s:.2f} s"),
     ]
+    if result.resources is not None:
+        r = result.resources
+        rows.append(("resources", f"cpu {r.cpu_seconds:.2f} s, peak memory {r.peak_memory_mb:.0f} MB"))
     if result.error:
         rows.insert(1, ("error", result.error))
     return rows

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness_run.errors import HarnessNotFoundError
-from harness_run.events import AgentEvent, RunResult, StopReason
+from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
 from harness_run.harness import LaunchPlan, LineParser
 
 __all__ = ["TurnProcess", "descendants", "kill_tree"]
@@ -72,6 +72,33 @@ async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0) -> Non
             await asyncio.wait_for(proc.wait(), grace)
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def sample_resources(pid: int) -> ResourceUsage | None:
+    """CPU (self + waited-for children + live descendants) and peak RSS of a live process."""
+
+    def cpu_of(target: int, with_children: bool) -> float:
+        with open(f"/proc/{target}/stat", "rb") as handle:
+            fields = handle.read().decode(errors="replace").rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        if with_children:
+            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+        return ticks / _CLOCK_TICKS
+
+    try:
+        cpu = cpu_of(pid, True)
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read().decode(errors="replace")
+    except (OSError, IndexError, ValueError):
+        return None
+    for child in descendants(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            cpu += cpu_of(child, False)
+    peak_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return ResourceUsage(cpu_seconds=round(cpu, 3), peak_memory_mb=round(peak_kb / 1024, 1))
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -102,6 +129,7 @@ class TurnProcess:
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
         self.cancelled_result: RunResult | None = None
+        self._resources: ResourceUsage | None = None
 
     async def run(self) -> RunResult:
         for path, text in self._plan.files.items():
@@ -127,8 +155,10 @@ class TurnProcess:
                 await self._pump(proc)
         except TimeoutError:
             self._stop_reason = "timeout"
+            self._resources = self._resources or sample_resources(proc.pid)
         except asyncio.CancelledError:
             self._stop_reason = self._stop_reason or "cancelled"
+            self._resources = self._resources or sample_resources(proc.pid)
             await asyncio.shield(kill_tree(proc))
             self.cancelled_result = self._result(proc.returncode)  # what the turn did before the cancel
             raise
@@ -141,6 +171,8 @@ class TurnProcess:
 
     def _result(self, exit_code: int | None) -> RunResult:
         result = self._parser.finish(exit_code, "".join(self._stderr))
+        if self._resources is not None:
+            result = result.model_copy(update={"resources": self._resources})
         if self._stop_reason is not None:
             note = {
                 "timeout": f"the turn timed out after {self._timeout:g} s",
@@ -178,6 +210,7 @@ class TurnProcess:
             for event in self._parser.feed(line.decode("utf-8", errors="replace")):
                 self._emit(event)
             if self._parser.finished and not proc.stdin.is_closing():
+                self._resources = sample_resources(proc.pid)
                 proc.stdin.close()  # the turn is over: let the CLI exit
         await proc.wait()
         await stderr_task
@@ -206,4 +239,5 @@ class TurnProcess:
     async def stop(self, reason: StopReason = "interrupted") -> None:
         self._stop_reason = reason
         if self._proc is not None and self._proc.returncode is None:
+            self._resources = self._resources or sample_resources(self._proc.pid)
             await kill_tree(self._proc, grace=0.5)

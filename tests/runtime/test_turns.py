@@ -81,6 +81,10 @@ async def test_a_tool_call_creates_a_file_and_the_result_is_accounted(
     assert isinstance(result.cost_usd, float)
     assert result.cost_usd == cli["total_cost_usd"] > 0
     assert result.duration_s > 0
+    # resource reporting: the CLI's CPU (it ran a shell command too) and its peak memory
+    assert result.resources is not None
+    assert 0 < result.resources.cpu_seconds < 60
+    assert 20 < result.resources.peak_memory_mb < 4096
     assert result.session_id == session.session_id == run.session_id
     assert result.turn == 1
     assert result.harness == "claude-code"
