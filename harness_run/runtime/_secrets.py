@@ -14,7 +14,7 @@ from harness_run.errors import UsageError
 from harness_run.harness._files import mcp_secret_values
 from harness_run.spec import AgentSpec
 
-__all__ = ["PROVIDER_VARIABLES", "agent_env", "resolve_secrets", "secret_values"]
+__all__ = ["OPENROUTER_URL", "PROVIDER_VARIABLES", "agent_env", "resolve_secrets", "secret_values"]
 
 # Model-provider variables a run may pass without declaring them (endpoint and key per harness).
 PROVIDER_VARIABLES: frozenset[str] = frozenset(
@@ -26,6 +26,7 @@ PROVIDER_VARIABLES: frozenset[str] = frozenset(
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "OPENROUTER_API_KEY",
+        "OPENROUTER_BASE_URL",
         "CLAUDE_CODE_USE_VERTEX",
         "ANTHROPIC_VERTEX_PROJECT_ID",
         "CLOUD_ML_REGION",
@@ -36,6 +37,7 @@ _NOT_SECRET = frozenset(
     {
         "ANTHROPIC_BASE_URL",
         "OPENAI_BASE_URL",
+        "OPENROUTER_BASE_URL",
         "CLAUDE_CODE_USE_VERTEX",
         "ANTHROPIC_VERTEX_PROJECT_ID",
         "CLOUD_ML_REGION",
@@ -119,6 +121,29 @@ def agent_env(
     env.update(mcp_secret_values(spec, secrets))
     if spec.model_base_url and _ENDPOINT_VAR[spec.harness] not in secrets:
         env[_ENDPOINT_VAR[spec.harness]] = spec.model_base_url
+    _route_openrouter(spec, env)
     env["HOME"] = home
     env["PATH"] = os.pathsep.join([*path_prefix, env.get("PATH", os.defpath)])
     return env
+
+
+OPENROUTER_URL = "https://openrouter.ai/api/v1"
+
+
+def _route_openrouter(spec: AgentSpec, env: dict[str, str]) -> None:
+    """Models named ``vendor/model`` go through OpenRouter when the run has ``OPENROUTER_API_KEY``
+    and no explicit endpoint for the harness: Claude Code through OpenRouter's Anthropic-compatible
+    API (``ANTHROPIC_AUTH_TOKEN``), Codex/OpenCode through its OpenAI-compatible one.
+    ``OPENROUTER_BASE_URL`` overrides the address (a proxy, or a test server)."""
+    key = env.get("OPENROUTER_API_KEY")
+    endpoint_var = _ENDPOINT_VAR[spec.harness]
+    if not key or "/" not in spec.model or endpoint_var in env:
+        return
+    base = env.get("OPENROUTER_BASE_URL", OPENROUTER_URL).rstrip("/")
+    if spec.harness == "claude-code":
+        env["ANTHROPIC_BASE_URL"] = base.removesuffix("/v1")
+        env["ANTHROPIC_AUTH_TOKEN"] = key
+        env["ANTHROPIC_API_KEY"] = ""  # else Claude Code would prefer a key meant for Anthropic
+    else:
+        env["OPENAI_BASE_URL"] = base
+        env["OPENAI_API_KEY"] = key
