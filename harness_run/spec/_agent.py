@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, field_serializer, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from harness_run.spec._base import SpecModel, spec_fail
 from harness_run.spec._checks import (
@@ -170,7 +171,14 @@ class AgentSpec(SpecModel):
     @field_validator("packages")
     @classmethod
     def _packages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(check_requirement(item) for item in value)
+        checked: list[str] = []
+        for index, item in enumerate(value):
+            try:
+                checked.append(check_requirement(item))
+            except PydanticCustomError as exc:  # name the entry: packages[2]
+                ctx = exc.context or {}
+                raise spec_fail(str(ctx.get("message")), str(ctx.get("fix")), f"[{index}]") from None
+        return tuple(checked)
 
     @field_validator("system_packages")
     @classmethod

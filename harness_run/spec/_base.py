@@ -88,7 +88,8 @@ def issues_from_validation(exc: ValidationError, prefix: str = "") -> list[SpecI
             message = f"unknown kind {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
         path = _path(tuple(err["loc"]))
         if ctx.get("field"):
-            path = f"{path}.{ctx['field']}" if path else str(ctx["field"])
+            field = str(ctx["field"])
+            path = f"{path}{'' if field.startswith('[') else '.'}{field}" if path else field
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
         issues.append(SpecIssue(path, message, fix))

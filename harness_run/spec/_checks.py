@@ -103,6 +103,7 @@ def check_env_name(name: str, where: str) -> None:
         raise spec_fail(
             f"{name!r} is not a valid environment variable name",
             f"use letters, digits and '_' only, not starting with a digit ({where})",
+            field=name,
         )
 
 
@@ -121,6 +122,7 @@ def check_env_key(name: str) -> None:
         raise spec_fail(
             f"{name!r} looks like a credential; env is for non-secret settings and ends up in the image",
             f"declare it in `secrets: [{name}]` and pass the value per run with secrets={{...}}",
+            field=name,
         )
 
 
@@ -129,6 +131,7 @@ def check_env_value(name: str, value: str) -> None:
         raise spec_fail(
             f"the value of {name!r} looks like a credential; env values are baked into the image",
             f"declare {name!r} in `secrets` and pass the value per run with secrets={{...}}",
+            field=name,
         )
 
 

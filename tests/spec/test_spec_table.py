@@ -45,32 +45,50 @@ BAD: list[tuple[str, dict[str, Any], str, str, str | None]] = [
         "Claude model",
     ),
     ("alias-on-codex", {**BASE, "model": "opus"}, "model", "harness='claude-code'", None),
-    ("env-name-gh-token", {**BASE, "env": {"GH_TOKEN": "x"}}, "env", "secrets: [GH_TOKEN]", "GH_TOKEN"),
-    ("env-name-api-key", {**BASE, "env": {"MY_API_KEY": "x"}}, "env", "secrets: [MY_API_KEY]", "credential"),
-    ("env-name-password", {**BASE, "env": {"DB_PASSWORD": "x"}}, "env", "secrets: [DB_PASSWORD]", None),
-    ("env-name-lowercase-token", {**BASE, "env": {"github_token": "x"}}, "env", "secrets", None),
+    (
+        "env-name-gh-token",
+        {**BASE, "env": {"GH_TOKEN": "x"}},
+        "env.GH_TOKEN",
+        "secrets: [GH_TOKEN]",
+        "GH_TOKEN",
+    ),
+    (
+        "env-name-api-key",
+        {**BASE, "env": {"MY_API_KEY": "x"}},
+        "env.MY_API_KEY",
+        "secrets: [MY_API_KEY]",
+        "credential",
+    ),
+    (
+        "env-name-password",
+        {**BASE, "env": {"DB_PASSWORD": "x"}},
+        "env.DB_PASSWORD",
+        "secrets: [DB_PASSWORD]",
+        None,
+    ),
+    ("env-name-lowercase-token", {**BASE, "env": {"github_token": "x"}}, "env.github_token", "secrets", None),
     (
         "env-value-sk",
         {**BASE, "env": {"OPENAI": "sk-proj-abcdefghijklmnop1234"}},
-        "env",
+        "env.OPENAI",
         "declare 'OPENAI' in `secrets`",
         "looks like a credential",
     ),
     (
         "env-value-ghp",
         {**BASE, "env": {"GITHUB": "ghp_" + "a1B2" * 9}},
-        "env",
+        "env.GITHUB",
         "declare 'GITHUB' in `secrets`",
         None,
     ),
     (
         "env-value-bearer",
         {**BASE, "env": {"HDR": "Bearer abcdef123456"}},
-        "env",
+        "env.HDR",
         "declare 'HDR' in `secrets`",
         None,
     ),
-    ("env-name-invalid", {**BASE, "env": {"MY-VAR": "x"}}, "env", "letters, digits and '_'", None),
+    ("env-name-invalid", {**BASE, "env": {"MY-VAR": "x"}}, "env.MY-VAR", "letters, digits and '_'", None),
     (
         "mcp-static-authorization",
         {**BASE, "mcp_servers": [_mcp_remote(headers={"Authorization": "Bearer x"})]},
@@ -194,23 +212,23 @@ BAD: list[tuple[str, dict[str, Any], str, str, str | None]] = [
     (
         "env-secret-key-not-env-name",
         {**BASE, "mcp_servers": [{"name": "db", "command": "x", "env_secrets": {"A-B": "TOKEN"}}]},
-        "mcp_servers[0].env_secrets",
+        "mcp_servers[0].env_secrets.A-B",
         "letters, digits and '_'",
         None,
     ),
-    ("package-bad-syntax", {**BASE, "packages": ["httpx>>1"]}, "packages", "PEP 508", "httpx>>1"),
+    ("package-bad-syntax", {**BASE, "packages": ["httpx>>1"]}, "packages[0]", "PEP 508", "httpx>>1"),
     (
         "package-flag",
         {**BASE, "packages": ["--index-url https://x"]},
-        "packages",
+        "packages[0]",
         "one requirement per entry",
         None,
     ),
-    ("package-empty", {**BASE, "packages": [""]}, "packages", "one requirement per entry", None),
+    ("package-empty", {**BASE, "packages": [""]}, "packages[0]", "one requirement per entry", None),
     (
         "package-url-token",
         {**BASE, "packages": ["pkg @ https://u:tok@example.com/pkg.whl"]},
-        "packages",
+        "packages[0]",
         "without tokens",
         None,
     ),
@@ -371,7 +389,7 @@ def test_several_problems_are_all_reported() -> None:
                 "extra": 1,
             }
         )
-    assert {"name", "env", "max_turns", "extra"} <= set(info.value.paths)
+    assert {"name", "env.GH_TOKEN", "max_turns", "extra"} <= set(info.value.paths)
 
 
 def test_spec_error_is_a_value_error_not_pydantic() -> None:
