@@ -137,8 +137,8 @@ class AgentSpec(SpecModel):
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
     permission_mode: PermissionMode = "bypassPermissions"
-    max_turns: int | None = Field(default=None, gt=0)
-    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_turns: int | None = Field(default=None, gt=0, strict=True)
+    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     reasoning_effort: ReasoningEffort | None = None
     output_schema: Any = Field(default=None, description="A pydantic model class or a JSON Schema object.")
     checkpoint: bool = Field(

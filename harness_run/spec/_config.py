@@ -57,8 +57,8 @@ class _Overlay(SpecModel):
     allowed_tools: tuple[str, ...] | None = None
     disallowed_tools: tuple[str, ...] | None = None
     permission_mode: PermissionMode | None = None
-    max_turns: int | None = Field(default=None, gt=0)
-    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_turns: int | None = Field(default=None, gt=0, strict=True)
+    max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     reasoning_effort: ReasoningEffort | None = None
     output_schema: Any = None
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
