@@ -26,7 +26,7 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._secrets import agent_env, secret_values
 from harness_run.runtime._session import ExecResult, Session
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces
-from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
+from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 
 __all__ = ["LocalEngine", "default_workdir", "spec_version"]
@@ -135,8 +135,6 @@ class LocalEngine:
         """A new session. ``config`` overlays the spec for every turn of this session."""
         if isinstance(config, dict):
             config = SessionConfig.from_dict(config)
-        from harness_run.spec import effective_spec
-
         spec = effective_spec(self.spec, config)
         get_driver(spec.harness)  # fail now for a harness without a local driver
         sid = session_id or str(uuid.uuid4())
@@ -403,7 +401,9 @@ class LocalEngine:
     ) -> ExecResult:
         paths = self._workspaces.paths(session.session_id)
         paths.create()
-        env = agent_env(self.spec, secrets, home=str(paths.home), path_prefix=[])
+        spec = effective_spec(self.spec, session.config)
+        bin_dir = await self._workspaces.package_env(spec, lambda _s, _d: None)  # the agent's packages
+        env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
