@@ -58,6 +58,21 @@ class Usage(_Frozen):
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
+    # read-only mapping access too: usage["input_tokens"], dict(usage), usage.keys()
+    def __getitem__(self, key: str) -> int:
+        if key not in Usage.model_fields:
+            raise KeyError(key)
+        return int(getattr(self, key))
+
+    def keys(self) -> list[str]:
+        return list(Usage.model_fields)
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(k, self[k]) for k in Usage.model_fields]
+
+    def get(self, key: str, default: int | None = None) -> int | None:
+        return self[key] if key in Usage.model_fields else default
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
