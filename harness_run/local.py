@@ -27,9 +27,16 @@ def deploy(
     workdir: str | Path | None = None,
     claude_binary: str | None = None,
     codex_binary: str | None = None,
+    opencode_binary: str | None = None,
 ) -> LocalEngine:
     """An engine for ``spec`` on this machine."""
-    return LocalEngine(spec, workdir=workdir, claude_binary=claude_binary, codex_binary=codex_binary)
+    return LocalEngine(
+        spec,
+        workdir=workdir,
+        claude_binary=claude_binary,
+        codex_binary=codex_binary,
+        opencode_binary=opencode_binary,
+    )
 
 
 def get_engine(name: str, *, workdir: str | Path | None = None, version: str | None = None) -> LocalEngine:

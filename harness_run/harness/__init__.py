@@ -15,9 +15,13 @@ def get_driver(harness: str) -> HarnessDriver:
         from harness_run.harness.codex import CodexDriver
 
         return CodexDriver()
+    if harness == "opencode":
+        from harness_run.harness.opencode import OpenCodeDriver
+
+        return OpenCodeDriver()
     from harness_run.errors import UsageError
 
     raise UsageError(
         f"the {harness!r} harness has no local driver in this version of harness-run; "
-        "use harness='claude-code' or 'codex' (an OpenCode driver is planned)"
+        "use harness='claude-code', 'codex' or 'opencode'"
     )

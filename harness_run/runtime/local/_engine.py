@@ -109,6 +109,7 @@ class LocalEngine:
         store: HistoryStore | None = None,
         claude_binary: str | None = None,
         codex_binary: str | None = None,
+        opencode_binary: str | None = None,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -116,7 +117,7 @@ class LocalEngine:
         self.workdir = Path(workdir) if workdir is not None else default_workdir()
         self.store: HistoryStore = store if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
-        self.binaries = {"claude-code": claude_binary, "codex": codex_binary}
+        self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._workspaces = Workspaces(self.workdir)
         self._sessions: dict[str, Session] = {}
         self.store.put_engine(

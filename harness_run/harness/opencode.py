@@ -1,0 +1,411 @@
+"""OpenCode driver: ``opencode run --format json``, one process per turn, spoken directly.
+
+The binary is the pinned npm package ``opencode-ai`` (``scripts/bootstrap`` installs it into
+``<venv>/opt/opencode``). Each session has its own XDG dirs under its home (OpenCode's sessions are
+in SQLite under ``$XDG_DATA_HOME/opencode/``) and a generated ``OPENCODE_CONFIG`` (no secret values:
+the key is ``{env:OPENAI_API_KEY}``). The prompt goes to stdin (read to EOF; argv would be quoted by
+OpenCode and capped at 128 KiB); later turns add ``--session <ses_…>``, the id every line carries.
+
+Model: with ``OPENAI_BASE_URL`` (given, or OpenRouter routing) a ``harness-run`` provider
+(``@ai-sdk/openai-compatible``) gets the spec's model id verbatim (``openai/gpt-5.1`` stays so, as
+OpenRouter wants); without it the id is OpenCode's own ``provider/model`` (a bare id gets
+``anthropic/`` for ``claude*``, else ``openai/``).
+
+Verified with 1.18.33 against the scripted model: ``instructions: [file]`` appends after OpenCode's
+prompt; ``agent.build.prompt`` replaces it (the ``<env>`` block and skill list stay);
+``options.reasoningEffort`` → ``reasoning_effort``; ``--title`` skips the title request;
+``--thinking`` adds ``reasoning`` lines; ``--auto`` (bypassPermissions) approves what is not denied,
+else an ``ask`` is auto-rejected; ``step_finish`` tokens are split as :class:`Usage` wants; its
+``cost`` is 0 for a provider without prices (→ priced from the table). OpenCode npm-installs
+``@opencode-ai/plugin`` into config dirs lacking it: a seeded lock file makes that a no-op. Skills:
+``$XDG_CONFIG_HOME/opencode/skills/``. ``max_turns`` → the agent's ``steps`` (a forced text-only
+answer, still ``completed``). Unenforced (the ``started`` event lists them): ``max_budget_usd``,
+tool entries OpenCode has no name for. No steering. 5xx answers are retried 5 times with a 2-30 s
+backoff, fixed in 1.18.33: a persistent 5xx takes about a minute to fail. No native output schema:
+it goes into the instructions and the final text is parsed as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from harness_run.events import (
+    AgentEvent,
+    ErrorEvent,
+    MessageEvent,
+    RunResult,
+    StatusEvent,
+    ThinkingEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+)
+from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
+from harness_run.harness._locate import BinarySource
+from harness_run.runtime._secrets import PROVIDER_VARIABLES
+
+__all__ = ["OpenCodeDriver"]
+
+VERSION = "1.18.33"
+PROVIDER = "harness-run"
+_EFFORT_PROVIDERS = (PROVIDER, "openai")  # take `reasoningEffort` (OpenAI's reasoning_effort)
+_FIXED_ENV = {
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_FAST_BOOT": "1",
+    "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
+}
+# OpenCode installs this into every config dir without it, from the npm registry: seed a lock file
+_PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}) + "\n"
+_SCHEMA_NOTE = (
+    "When you are done, give your final answer as one JSON value that validates against this JSON "
+    "Schema, and nothing else (no prose, no Markdown code fence):\n"
+)
+_INSTALL_HINT = (
+    f"run scripts/bootstrap (installs opencode-ai@{VERSION} into the venv), or "
+    f"`npm install -g opencode-ai@{VERSION}`, or set HARNESS_RUN_OPENCODE_BIN"
+)
+
+
+class _NpmSource(BinarySource):
+    """The venv-local npm install (``<sys.prefix>/opt/opencode``) takes the wheel's place."""
+
+    def bundled(self) -> str | None:
+        path = Path(sys.prefix) / "opt" / "opencode" / "node_modules" / ".bin" / "opencode"
+        return str(path) if path.is_file() else None
+
+
+_SOURCE = _NpmSource(
+    label="OpenCode",
+    command="opencode",
+    env_var="HARNESS_RUN_OPENCODE_BIN",
+    package="opencode_ai",
+    relative="",
+    hint=_INSTALL_HINT,
+)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def opencode_model(spec_model: str, endpoint: bool) -> str:
+    """OpenCode's ``provider/model`` for a spec model id (see the module docstring)."""
+    if endpoint:
+        return f"{PROVIDER}/{spec_model}"
+    if "/" in spec_model:
+        return spec_model
+    return f"{'anthropic' if spec_model.startswith('claude') else 'openai'}/{spec_model}"
+
+
+class OpenCodeDriver:
+    name = "opencode"
+
+    def locate(self, override: str | None = None) -> str:
+        return _SOURCE.locate(override)
+
+    def xdg(self, home: Path) -> dict[str, Path]:
+        return {
+            "XDG_CONFIG_HOME": home / ".config",
+            "XDG_DATA_HOME": home / ".local" / "share",
+            "XDG_CACHE_HOME": home / ".cache",
+            "XDG_STATE_HOME": home / ".local" / "state",
+        }
+
+    def launch(self, ctx: TurnContext) -> LaunchPlan:
+        spec, env = ctx.spec, dict(ctx.env)
+        ours = ctx.home / "harness-run"  # files we write besides OpenCode's own dirs
+        config_dir = self.xdg(ctx.home)["XDG_CONFIG_HOME"] / "opencode"
+        base_url = env.get("OPENAI_BASE_URL")
+        model = opencode_model(spec.model, bool(base_url))
+        provider_id, model_id = model.split("/", 1)
+        settings: dict[str, Any] = {"model": model, "permission": opencode_allowed_tools(spec)}
+        model_entry: dict[str, Any] = {"name": model_id}
+        if spec.reasoning_effort is not None and provider_id in _EFFORT_PROVIDERS:
+            model_entry["options"] = {"reasoningEffort": spec.reasoning_effort}
+        if base_url:
+            options = {"baseURL": base_url, "apiKey": "{env:OPENAI_API_KEY}"}
+            settings["provider"] = {
+                PROVIDER: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": PROVIDER,
+                    "options": options,
+                    "models": {model_id: model_entry},
+                }
+            }
+        elif "options" in model_entry:
+            settings["provider"] = {provider_id: {"models": {model_id: model_entry}}}
+        files: dict[Path, str] = {
+            config_dir / "package-lock.json": _PLUGIN_LOCK,
+            config_dir / "node_modules" / ".harness-run": "",
+        }
+        notes: list[str] = []
+        if spec.system_prompt.mode == "inherit" and spec.system_prompt.text:
+            notes.append(spec.system_prompt.text)
+        if spec.output_json_schema is not None:
+            notes.append(_SCHEMA_NOTE + json.dumps(spec.output_json_schema, sort_keys=True))
+        if notes:
+            files[ours / "instructions.md"] = "\n\n".join(notes) + "\n"
+            settings["instructions"] = [str(ours / "instructions.md")]
+        agent: dict[str, Any] = {}
+        if spec.system_prompt.mode == "replace":
+            agent["prompt"] = spec.system_prompt.text
+        if spec.max_turns is not None:
+            agent["steps"] = spec.max_turns
+        if agent:
+            settings["agent"] = {"build": agent}
+        files[ours / "opencode.json"] = opencode_files(spec, settings)["opencode.json"]
+
+        argv = [self.locate(ctx.binary), "run", "--format", "json", "--pure", "--thinking", "-m", model]
+        if spec.permission_mode == "bypassPermissions":
+            argv.append("--auto")  # approve what is not denied; else an `ask` is auto-rejected headless
+        if ctx.resume and ctx.native_session_id:
+            argv += ["--session", ctx.native_session_id]
+        else:
+            argv += ["--title", f"harness-run {ctx.session_id}"]  # no title-generation request
+        env.update(_FIXED_ENV)
+        env.update({k: str(v) for k, v in self.xdg(ctx.home).items()})
+        env["OPENCODE_CONFIG"] = str(ours / "opencode.json")
+        return LaunchPlan(argv=argv, env=env, stdin=ctx.prompt.encode(), keep_stdin_open=False, files=files)
+
+    def steer(self, text: str) -> bytes | None:
+        return None  # `opencode run` reads its prompt once
+
+    def parser(self, ctx: TurnContext) -> LineParser:
+        return _OpenCodeParser(ctx, self.unenforced(ctx))
+
+    def skills_dir(self, workspace: Path, home: Path) -> Path:
+        return self.xdg(home)["XDG_CONFIG_HOME"] / "opencode" / "skills"  # global skills
+
+    def native_root(self, ctx: TurnContext) -> Path:
+        return self.xdg(ctx.home)["XDG_DATA_HOME"] / "opencode"
+
+    def native_files(self, ctx: TurnContext) -> list[Path]:
+        """``opencode.db`` (+ its WAL). With ``checkpoint``, the WAL is folded in and the run's secret
+        values are scrubbed in SQL first: the checkpoint redacts files byte-wise, which would break
+        a SQLite file; the agent's own history then shows ``***`` too, as a restored one would."""
+        db = self.native_root(ctx) / "opencode.db"
+        if not db.is_file():
+            return []
+        if ctx.spec.checkpoint:
+            forms = _secret_forms(ctx)
+            if not _scrub(db, forms):
+                return []  # never hand over a file the byte-wise redaction would corrupt
+        wal = db.with_name("opencode.db-wal")  # -shm is rebuilt by SQLite
+        return [db, *([wal] if wal.is_file() and wal.stat().st_size else [])]
+
+    def unenforced(self, ctx: TurnContext) -> list[str]:
+        spec = ctx.spec
+        out = ["max_budget_usd"] if spec.max_budget_usd is not None else []
+        provider = opencode_model(spec.model, bool(ctx.env.get("OPENAI_BASE_URL"))).split("/")[0]
+        if spec.reasoning_effort is not None and provider not in _EFFORT_PROVIDERS:
+            out.append("reasoning_effort")
+        return out + opencode_unmapped_tools(spec)
+
+
+def _secret_forms(ctx: TurnContext) -> list[str]:
+    """What the checkpoint redacts (the run's secrets), as found in the turn's environment: values of
+    declared secrets, provider variables (not endpoints) and MCP secret variables, plain and
+    JSON-escaped, at least 4 characters, longest first."""
+    names = set(ctx.spec.secret_names) | PROVIDER_VARIABLES
+    values = [
+        v
+        for k, v in ctx.env.items()
+        if (k in names or k.startswith("HARNESS_RUN_MCP_")) and not k.endswith("_BASE_URL")
+    ]
+    forms = {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _scrub(db: Path, forms: list[str]) -> bool:
+    """Replace ``forms`` by ``***`` in every text column (also where a value spans pages), fold the
+    WAL in, drop freed pages; True when the file is then free of them."""
+    try:
+        conn = sqlite3.connect(db, timeout=10, isolation_level=None)
+        try:
+            tables = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+            columns = [
+                (t, c[1])
+                for (t,) in tables.fetchall()
+                for c in conn.execute(f'PRAGMA table_info("{t}")')
+                if "TEXT" in str(c[2]).upper()
+            ]
+            conn.execute("BEGIN")
+            for (table, column), form in [(tc, f) for tc in columns for f in forms]:
+                sql = (
+                    f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) WHERE instr("{column}", ?)'
+                )
+                conn.execute(sql, (form, "***", form))
+            conn.execute("COMMIT")
+            if conn.total_changes:
+                conn.execute("VACUUM")  # freed pages would still hold the old values
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        data = db.read_bytes()
+    except (sqlite3.Error, OSError):
+        return False
+    return not any(f.encode() in data for f in forms)
+
+
+def _tokens(part: dict[str, Any]) -> Usage:
+    raw = _dict(part.get("tokens"))
+    cache = _dict(raw.get("cache"))
+
+    def num(source: dict[str, Any], key: str) -> int:
+        value = source.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return Usage(
+        input_tokens=num(raw, "input"),
+        output_tokens=num(raw, "output"),
+        reasoning_tokens=num(raw, "reasoning"),
+        cache_read_tokens=num(cache, "read"),
+        cache_write_tokens=num(cache, "write"),
+    )
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    data = _dict(error.get("data"))
+    message = str(data.get("message") or error.get("name") or "unknown error")
+    status = data.get("statusCode")
+    return f"{message} (HTTP {status})" if isinstance(status, int) else message
+
+
+def _json_answer(text: str) -> Any:
+    body = text.strip()
+    if body.startswith("```"):  # a fenced answer despite the instruction
+        body = body.split("\n", 1)[-1].rsplit("```", 1)[0]
+    return json.loads(body)
+
+
+class _OpenCodeParser:
+    def __init__(self, ctx: TurnContext, unenforced: list[str]) -> None:
+        self._ctx = ctx
+        self._unenforced = unenforced
+        self._session_id = ctx.native_session_id
+        self._started = False
+        self._done = False
+        self._errors: list[str] = []
+        self._usage = Usage()
+        self._cost = 0.0
+        self._steps = 0
+        self._step_texts: list[str] = []
+        self._texts: list[str] = []  # of the last step that said something
+        self._unparsed: list[str] = []
+        self._mcp = [s.name for s in ctx.spec.mcp_servers]
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            if line.strip():
+                self._unparsed.append(line.strip()[:500])
+            return []
+        try:
+            return self._event(_dict(data))
+        except (AttributeError, TypeError, ValueError) as exc:  # odd shapes never break a turn
+            self._unparsed.append(f"{type(exc).__name__}: {line.strip()[:400]}")
+            return []
+
+    def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        if isinstance(data.get("sessionID"), str):
+            self._session_id = data["sessionID"]
+            if not self._started:
+                self._started = True
+                detail = {
+                    "session_id": self._session_id,
+                    "model": self._ctx.spec.model,
+                    "mcp_servers": self._mcp,
+                    "unenforced": self._unenforced,
+                }
+                events.append(StatusEvent(status="started", detail=detail, raw=data))
+        kind, part = data.get("type"), _dict(data.get("part"))
+        if kind == "step_start":
+            self._step_texts = []
+        elif kind == "text":
+            text = str(part.get("text", ""))
+            self._step_texts.append(text)
+            events.append(MessageEvent(text=text, message_id=part.get("messageID"), raw=data))
+        elif kind == "reasoning":
+            events.append(ThinkingEvent(text=str(part.get("text", "")), raw=data))
+        elif kind == "tool_use" and part.get("tool"):
+            events += self._tool(part, data)
+        elif kind == "step_finish":
+            self._steps += 1
+            self._usage += _tokens(part)
+            cost = part.get("cost")
+            self._cost += float(cost) if isinstance(cost, int | float) else 0.0
+            if self._step_texts:
+                self._texts = self._step_texts
+            self._done = part.get("reason") == "stop"
+        elif kind == "error":
+            message = _error_text(_dict(data.get("error")))
+            self._errors.append(message)
+            self._done = True
+            events.append(ErrorEvent(message=message, raw=data))
+        return events
+
+    def _tool(self, part: dict[str, Any], data: dict[str, Any]) -> list[AgentEvent]:
+        state, call_id = _dict(part.get("state")), str(part.get("callID") or part.get("id") or "")
+        name = str(part.get("tool", ""))
+        server = next((s for s in self._mcp if name.startswith(f"{s}_")), None)
+        if server is not None:  # OpenCode names MCP tools <server>_<tool>
+            name = f"mcp__{server}__{name.removeprefix(f'{server}_')}"
+        failed = state.get("status") == "error"
+        exit_code = _dict(state.get("metadata")).get("exit")
+        content = str(state.get("error") if failed else state.get("output") or "")
+        return [
+            ToolUseEvent(tool_use_id=call_id, name=name, input=_dict(state.get("input")), raw=data),
+            ToolResultEvent(
+                tool_use_id=call_id, content=content, is_error=failed or exit_code not in (None, 0), raw=data
+            ),
+        ]
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        ctx = self._ctx
+        text = "\n".join(self._texts or self._step_texts)
+        base: dict[str, Any] = {
+            "session_id": ctx.session_id,
+            "turn": ctx.turn,
+            "harness": OpenCodeDriver.name,
+            "model": ctx.spec.model,
+            "native_session_id": self._session_id or None,
+            "usage": self._usage,
+            "num_turns": self._steps,
+            "cost_usd": self._cost or None,  # 0: a provider without prices, not a free turn
+            "text": text,
+        }
+        if self._errors:
+            return RunResult(is_error=True, stop_reason="error", error="\n".join(self._errors), **base)
+        if exit_code != 0:
+            detail = stderr_tail.strip() or "no output"
+            if self._unparsed:
+                detail = f"unexpected output from opencode: {self._unparsed[-1]!r}\n{detail}"
+            error = f"opencode exited (code {exit_code}) without finishing the turn: {detail}"
+            return RunResult(is_error=True, stop_reason="error", error=error, **base)
+        structured: Any = None
+        if ctx.spec.output_json_schema is not None:
+            try:
+                structured = _json_answer(text)
+            except ValueError:
+                error = f"the final answer is not the JSON the output schema asks for: {text[:200]!r}"
+                return RunResult(is_error=True, stop_reason="error", error=error, **base)
+        return RunResult(structured_output=structured, **base)
