@@ -49,7 +49,7 @@ def test_validate_bad_spec(tmp_path: Path) -> None:
     result = _run("validate", bad)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    for path in ("name:", "env:", "mcp_servers[0].headers:"):
+    for path in ("name:", "env.GH_TOKEN:", "mcp_servers[0].headers:"):
         assert path in result.stderr
     assert "fix:" in result.stderr
     assert str(bad) in result.stderr
