@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from harness_run.events import AgentEvent, RunResult
 from harness_run.spec import AgentSpec
 
-__all__ = ["HarnessDriver", "LaunchPlan", "LineParser", "TurnContext"]
+__all__ = ["HarnessDriver", "JsonLinesParser", "LaunchPlan", "LineParser", "TurnContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +91,30 @@ class HarnessDriver(Protocol):
     def skills_dir(self, workspace: Path, home: Path) -> Path:
         """Where this harness discovers skills for a session (each skill in ``<dir>/<name>/``)."""
         ...
+
+
+class JsonLinesParser:
+    """The framing every harness shares: one JSON object per stdout line. Anything else — and any
+    object whose shape a subclass's ``_event`` cannot read — is kept in ``unparsed`` for the error
+    message, never raised: odd output must not break a turn."""
+
+    def __init__(self) -> None:
+        self.unparsed: list[str] = []
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            if line.strip():
+                self.unparsed.append(line.strip()[:500])
+            return []
+        try:
+            return self._event(cast(dict[str, Any], data))
+        except (AttributeError, TypeError, ValueError) as exc:
+            self.unparsed.append(f"{type(exc).__name__}: {line.strip()[:400]}")
+            return []
+
+    def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
+        raise NotImplementedError

@@ -24,7 +24,7 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import claude_files
 from harness_run.harness._locate import BinarySource
 
@@ -180,13 +180,12 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
     )
 
 
-class _ClaudeParser:
+class _ClaudeParser(JsonLinesParser):
     def __init__(self, ctx: TurnContext) -> None:
+        super().__init__()
         self._ctx = ctx
         self._result: dict[str, Any] | None = None
         self._texts: list[str] = []
-        self._unparsed: list[str] = []
-        self._lines = 0
         self._message_usage: dict[str, Usage] = {}
         """Usage per model call (message id), so a turn stopped before its result keeps its accounting."""
 
@@ -194,16 +193,7 @@ class _ClaudeParser:
     def finished(self) -> bool:
         return self._result is not None
 
-    def feed(self, line: str) -> list[AgentEvent]:
-        self._lines += 1
-        try:
-            data = json.loads(line)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            if line.strip():
-                self._unparsed.append(line.strip()[:500])
-            return []
+    def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
         kind = data.get("type")
         if kind == "assistant":
             return self._assistant(data)
@@ -290,8 +280,8 @@ class _ClaudeParser:
         data = self._result
         if data is None:
             detail = stderr_tail.strip() or "no output"
-            if self._unparsed:
-                detail = f"unexpected output from claude: {self._unparsed[-1]!r}\n{detail}"
+            if self.unparsed:
+                detail = f"unexpected output from claude: {self.unparsed[-1]!r}\n{detail}"
             usage = sum(self._message_usage.values(), Usage())
             return RunResult(
                 text="\n".join(self._texts),

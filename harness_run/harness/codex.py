@@ -37,7 +37,7 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import codex_files
 from harness_run.harness._locate import BinarySource
 
@@ -246,8 +246,9 @@ def _error_text(message: Any) -> str:
     return inner if isinstance(inner, str) else text
 
 
-class _CodexParser:
+class _CodexParser(JsonLinesParser):
     def __init__(self, ctx: TurnContext, driver: CodexDriver, before: int) -> None:
+        super().__init__()
         self._ctx = ctx
         self._driver = driver
         self._before = before  # model responses of the thread before this turn
@@ -257,26 +258,10 @@ class _CodexParser:
         self._texts: list[str] = []
         self._tools = 0
         self._started: set[str] = set()
-        self._unparsed: list[str] = []
 
     @property
     def finished(self) -> bool:
         return self._done is not None
-
-    def feed(self, line: str) -> list[AgentEvent]:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            if line.strip():
-                self._unparsed.append(line.strip()[:500])
-            return []
-        try:
-            return self._event(_dict(data))
-        except (AttributeError, TypeError, ValueError) as exc:  # odd shapes never break a turn
-            self._unparsed.append(f"{type(exc).__name__}: {line.strip()[:400]}")
-            return []
 
     def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
         kind = data.get("type")
@@ -349,8 +334,8 @@ class _CodexParser:
                 line for line in stderr_tail.strip().splitlines() if "Reading additional input" not in line
             )
             detail = self._error or detail or "no output"
-            if self._unparsed:
-                detail = f"unexpected output from codex: {self._unparsed[-1]!r}\n{detail}"
+            if self.unparsed:
+                detail = f"unexpected output from codex: {self.unparsed[-1]!r}\n{detail}"
             error = f"codex exited (code {exit_code}) without finishing the turn: {detail}"
             return RunResult(is_error=True, stop_reason="error", error=error, **base)
         if self._done == "failed":

@@ -44,7 +44,7 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
 from harness_run.harness._locate import BinarySource
 from harness_run.runtime._secrets import PROVIDER_VARIABLES
@@ -289,8 +289,9 @@ def _json_answer(text: str) -> Any:
     return json.loads(body)
 
 
-class _OpenCodeParser:
+class _OpenCodeParser(JsonLinesParser):
     def __init__(self, ctx: TurnContext, unenforced: list[str]) -> None:
+        super().__init__()
         self._ctx = ctx
         self._unenforced = unenforced
         self._session_id = ctx.native_session_id
@@ -302,27 +303,11 @@ class _OpenCodeParser:
         self._steps = 0
         self._step_texts: list[str] = []
         self._texts: list[str] = []  # of the last step that said something
-        self._unparsed: list[str] = []
         self._mcp = [s.name for s in ctx.spec.mcp_servers]
 
     @property
     def finished(self) -> bool:
         return self._done
-
-    def feed(self, line: str) -> list[AgentEvent]:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            if line.strip():
-                self._unparsed.append(line.strip()[:500])
-            return []
-        try:
-            return self._event(_dict(data))
-        except (AttributeError, TypeError, ValueError) as exc:  # odd shapes never break a turn
-            self._unparsed.append(f"{type(exc).__name__}: {line.strip()[:400]}")
-            return []
 
     def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
         events: list[AgentEvent] = []
@@ -397,8 +382,8 @@ class _OpenCodeParser:
             return RunResult(is_error=True, stop_reason="error", error="\n".join(self._errors), **base)
         if exit_code != 0:
             detail = stderr_tail.strip() or "no output"
-            if self._unparsed:
-                detail = f"unexpected output from opencode: {self._unparsed[-1]!r}\n{detail}"
+            if self.unparsed:
+                detail = f"unexpected output from opencode: {self.unparsed[-1]!r}\n{detail}"
             error = f"opencode exited (code {exit_code}) without finishing the turn: {detail}"
             return RunResult(is_error=True, stop_reason="error", error=error, **base)
         structured: Any = None
