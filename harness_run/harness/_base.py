@@ -11,7 +11,26 @@ from typing import Any, Protocol, cast
 from harness_run.events import AgentEvent, RunResult
 from harness_run.spec import AgentSpec
 
-__all__ = ["HarnessDriver", "JsonLinesParser", "LaunchPlan", "LineParser", "TurnContext"]
+__all__ = [
+    "HarnessDriver",
+    "JsonLinesParser",
+    "LaunchPlan",
+    "LineParser",
+    "TurnContext",
+    "as_dict",
+    "as_dicts",
+]
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else ``{}`` (harness output is read defensively)."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def as_dicts(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects in ``value`` if it is a list, else ``[]``."""
+    items = cast(list[Any], value) if isinstance(value, list) else []
+    return [cast(dict[str, Any], v) for v in items if isinstance(v, dict)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +137,10 @@ class JsonLinesParser:
 
     def _event(self, data: dict[str, Any]) -> list[AgentEvent]:
         raise NotImplementedError
+
+    def with_unparsed(self, command: str, detail: str) -> str:
+        """``detail`` (e.g. the stderr tail) led by the last line we could not read, if any."""
+        detail = detail or "no output"
+        if self.unparsed:
+            return f"unexpected output from {command}: {self.unparsed[-1]!r}\n{detail}"
+        return detail

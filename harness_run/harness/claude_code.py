@@ -279,9 +279,7 @@ class _ClaudeParser(JsonLinesParser):
         }
         data = self._result
         if data is None:
-            detail = stderr_tail.strip() or "no output"
-            if self.unparsed:
-                detail = f"unexpected output from claude: {self.unparsed[-1]!r}\n{detail}"
+            detail = self.with_unparsed("claude", stderr_tail.strip())
             usage = sum(self._message_usage.values(), Usage())
             return RunResult(
                 text="\n".join(self._texts),

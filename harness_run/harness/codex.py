@@ -37,7 +37,7 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext, as_dict, as_dicts
 from harness_run.harness._files import codex_files
 from harness_run.harness._locate import BinarySource
 
@@ -86,17 +86,8 @@ def strict_schema(schema: Any) -> Any:
     if out.get("type") == "object" or isinstance(out.get("properties"), dict):
         out.setdefault("additionalProperties", False)
         if out["additionalProperties"] is False:
-            out["required"] = list(_dict(out.get("properties")))
+            out["required"] = list(as_dict(out.get("properties")))
     return out
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    items = cast(list[Any], value) if isinstance(value, list) else []
-    return [cast(dict[str, Any], v) for v in items if isinstance(v, dict)]
 
 
 class CodexDriver:
@@ -199,7 +190,7 @@ _USAGE_KEYS = (
 
 
 def _counts(raw: Any) -> dict[str, int]:
-    raw = _dict(raw)
+    raw = as_dict(raw)
     return {k: int(v) if isinstance(v := raw.get(k), int | float) else 0 for k in _USAGE_KEYS}
 
 
@@ -214,11 +205,11 @@ def _usage_records(rollout: Path | None) -> list[dict[str, int]]:
     for line in text.splitlines():
         if '"token_usage_record"' in line:
             try:
-                data = _dict(json.loads(line))
+                data = as_dict(json.loads(line))
             except ValueError:
                 continue
             if data.get("type") == "token_usage_record":
-                records.append(_counts(_dict(data.get("payload")).get("usage")))
+                records.append(_counts(as_dict(data.get("payload")).get("usage")))
     return records
 
 
@@ -242,7 +233,7 @@ def _error_text(message: Any) -> str:
         data = json.loads(text)
     except ValueError:
         return text
-    inner = _dict(_dict(data).get("error")).get("message")
+    inner = as_dict(as_dict(data).get("error")).get("message")
     return inner if isinstance(inner, str) else text
 
 
@@ -282,7 +273,9 @@ class _CodexParser(JsonLinesParser):
             return []
         if kind == "turn.failed":
             self._done = "failed"
-            self._error = _error_text(_dict(data.get("error")).get("message") or self._error or "turn failed")
+            self._error = _error_text(
+                as_dict(data.get("error")).get("message") or self._error or "turn failed"
+            )
             return []
         if kind == "error":
             message = _error_text(data.get("message", ""))
@@ -333,9 +326,7 @@ class _CodexParser(JsonLinesParser):
             detail = "\n".join(
                 line for line in stderr_tail.strip().splitlines() if "Reading additional input" not in line
             )
-            detail = self._error or detail or "no output"
-            if self.unparsed:
-                detail = f"unexpected output from codex: {self.unparsed[-1]!r}\n{detail}"
+            detail = self.with_unparsed("codex", self._error or detail)
             error = f"codex exited (code {exit_code}) without finishing the turn: {detail}"
             return RunResult(is_error=True, stop_reason="error", error=error, **base)
         if self._done == "failed":
@@ -358,7 +349,7 @@ def _tool_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         case "mcp_tool_call":
             args = item.get("arguments")
             name = f"mcp__{item.get('server', '')}__{item.get('tool', '')}"
-            return name, _dict(args) if isinstance(args, dict) else {"arguments": args}
+            return name, as_dict(args) if isinstance(args, dict) else {"arguments": args}
         case "file_change":
             return "file_change", {"changes": item.get("changes") or []}
         case kind:
@@ -372,12 +363,12 @@ def _tool_result(item: dict[str, Any]) -> tuple[str, bool]:
             code = item.get("exit_code")
             return str(item.get("aggregated_output") or ""), failed or code not in (None, 0)
         case "mcp_tool_call" if isinstance(item.get("error"), dict):
-            return str(_dict(item.get("error")).get("message", "")), True
+            return str(as_dict(item.get("error")).get("message", "")), True
         case "mcp_tool_call":
-            blocks = _dicts(_dict(item.get("result")).get("content"))
+            blocks = as_dicts(as_dict(item.get("result")).get("content"))
             return "\n".join(str(b.get("text", "")) for b in blocks), failed
         case "file_change":
-            changes = _dicts(item.get("changes"))
+            changes = as_dicts(item.get("changes"))
             return "\n".join(f"{c.get('kind', '')} {c.get('path', '')}" for c in changes), failed
         case _:
             return str(item.get("query", "")), failed

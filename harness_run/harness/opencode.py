@@ -31,7 +31,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from harness_run.events import (
     AgentEvent,
@@ -44,7 +44,7 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext, as_dict
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
 from harness_run.harness._locate import BinarySource
 from harness_run.runtime._secrets import PROVIDER_VARIABLES
@@ -91,10 +91,6 @@ _SOURCE = _NpmSource(
     relative="",
     hint=_INSTALL_HINT,
 )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def opencode_model(spec_model: str, endpoint: bool) -> str:
@@ -259,8 +255,8 @@ def _scrub(db: Path, forms: list[str]) -> bool:
 
 
 def _tokens(part: dict[str, Any]) -> Usage:
-    raw = _dict(part.get("tokens"))
-    cache = _dict(raw.get("cache"))
+    raw = as_dict(part.get("tokens"))
+    cache = as_dict(raw.get("cache"))
 
     def num(source: dict[str, Any], key: str) -> int:
         value = source.get(key)
@@ -276,7 +272,7 @@ def _tokens(part: dict[str, Any]) -> Usage:
 
 
 def _error_text(error: dict[str, Any]) -> str:
-    data = _dict(error.get("data"))
+    data = as_dict(error.get("data"))
     message = str(data.get("message") or error.get("name") or "unknown error")
     status = data.get("statusCode")
     return f"{message} (HTTP {status})" if isinstance(status, int) else message
@@ -322,7 +318,7 @@ class _OpenCodeParser(JsonLinesParser):
                     "unenforced": self._unenforced,
                 }
                 events.append(StatusEvent(status="started", detail=detail, raw=data))
-        kind, part = data.get("type"), _dict(data.get("part"))
+        kind, part = data.get("type"), as_dict(data.get("part"))
         if kind == "step_start":
             self._step_texts = []
         elif kind == "text":
@@ -342,23 +338,23 @@ class _OpenCodeParser(JsonLinesParser):
                 self._texts = self._step_texts
             self._done = part.get("reason") == "stop"
         elif kind == "error":
-            message = _error_text(_dict(data.get("error")))
+            message = _error_text(as_dict(data.get("error")))
             self._errors.append(message)
             self._done = True
             events.append(ErrorEvent(message=message, raw=data))
         return events
 
     def _tool(self, part: dict[str, Any], data: dict[str, Any]) -> list[AgentEvent]:
-        state, call_id = _dict(part.get("state")), str(part.get("callID") or part.get("id") or "")
+        state, call_id = as_dict(part.get("state")), str(part.get("callID") or part.get("id") or "")
         name = str(part.get("tool", ""))
         server = next((s for s in self._mcp if name.startswith(f"{s}_")), None)
         if server is not None:  # OpenCode names MCP tools <server>_<tool>
             name = f"mcp__{server}__{name.removeprefix(f'{server}_')}"
         failed = state.get("status") == "error"
-        exit_code = _dict(state.get("metadata")).get("exit")
+        exit_code = as_dict(state.get("metadata")).get("exit")
         content = str(state.get("error") if failed else state.get("output") or "")
         return [
-            ToolUseEvent(tool_use_id=call_id, name=name, input=_dict(state.get("input")), raw=data),
+            ToolUseEvent(tool_use_id=call_id, name=name, input=as_dict(state.get("input")), raw=data),
             ToolResultEvent(
                 tool_use_id=call_id, content=content, is_error=failed or exit_code not in (None, 0), raw=data
             ),
@@ -381,9 +377,7 @@ class _OpenCodeParser(JsonLinesParser):
         if self._errors:
             return RunResult(is_error=True, stop_reason="error", error="\n".join(self._errors), **base)
         if exit_code != 0:
-            detail = stderr_tail.strip() or "no output"
-            if self.unparsed:
-                detail = f"unexpected output from opencode: {self.unparsed[-1]!r}\n{detail}"
+            detail = self.with_unparsed("opencode", stderr_tail.strip())
             error = f"opencode exited (code {exit_code}) without finishing the turn: {detail}"
             return RunResult(is_error=True, stop_reason="error", error=error, **base)
         structured: Any = None

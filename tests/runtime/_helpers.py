@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness_run import AgentSpec
+from harness_run.harness import TurnContext
 from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel
 
@@ -72,3 +75,19 @@ async def wait_until(check: Callable[[], Any], within: float = 20.0, what: str =
             return value
         await asyncio.sleep(0.05)
     pytest.fail(f"timed out after {within} s waiting for {what}")
+
+
+def turn_context(tmp_path: Path, harness: str, model: str, **changes: Any) -> TurnContext:
+    """A TurnContext for testing a driver's pure parts; ``spec={...}`` changes spec fields."""
+    spec = AgentSpec(name="a", harness=harness, model=model, **changes.pop("spec", {}))  # type: ignore[arg-type]
+    fields: dict[str, Any] = {
+        "spec": spec,
+        "prompt": "-starts with a dash",
+        "session_id": str(uuid.uuid4()),
+        "turn": 1,
+        "workspace": tmp_path / "ws",
+        "home": tmp_path / "home",
+        "env": {"OPENAI_API_KEY": "sk-secret-value", "PATH": "/usr/bin"},
+        "resume": False,
+    }
+    return TurnContext(**{**fields, **changes})

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from harness_run import AgentSpec, local
+from harness_run import local
 from harness_run.events import ErrorEvent, MessageEvent, StatusEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.codex import CodexDriver, strict_schema
@@ -30,7 +30,7 @@ from harness_run.runtime._pricing import price
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt, TurnConfig
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text
 
-from ._helpers import API_KEY, processes_with, wait_until, workspace_of
+from ._helpers import API_KEY, processes_with, turn_context, wait_until, workspace_of
 from .conftest import EngineFactory
 from .test_secrets import store_contents
 
@@ -358,18 +358,7 @@ async def test_an_interrupted_turn_keeps_its_accounting_and_leaves_no_process(
 
 
 def context(tmp_path: Path, **changes: Any) -> TurnContext:
-    spec = AgentSpec(name="a", harness="codex", model=MODEL, **changes.pop("spec", {}))
-    fields: dict[str, Any] = {
-        "spec": spec,
-        "prompt": "-starts with a dash",
-        "session_id": str(uuid.uuid4()),
-        "turn": 1,
-        "workspace": tmp_path / "ws",
-        "home": tmp_path / "home",
-        "env": {"OPENAI_API_KEY": "sk-secret-value", "PATH": "/usr/bin"},
-        "resume": False,
-    }
-    return TurnContext(**{**fields, **changes})
+    return turn_context(tmp_path, "codex", MODEL, **changes)
 
 
 def test_launch_without_an_endpoint_uses_the_builtin_provider_and_keeps_secrets_out_of_argv(

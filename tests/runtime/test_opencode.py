@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from harness_run import AgentSpec, local
+from harness_run import local
 from harness_run.errors import HarnessNotFoundError
 from harness_run.events import ErrorEvent, StatusEvent, ThinkingEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
@@ -27,7 +27,7 @@ from harness_run.runtime._pricing import price
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text, tool_call
 
-from ._helpers import API_KEY, workspace_of
+from ._helpers import API_KEY, turn_context, workspace_of
 from .conftest import EngineFactory
 from .test_secrets import store_contents
 
@@ -260,19 +260,8 @@ async def test_structured_output_a_replaced_prompt_an_mcp_tool_and_a_skill(
 
 
 def context(tmp_path: Path, **changes: Any) -> TurnContext:
-    spec = AgentSpec(name="a", harness="opencode", model=MODEL, **changes.pop("spec", {}))
-    fields: dict[str, Any] = {
-        "spec": spec,
-        "prompt": "-starts with a dash",
-        "session_id": str(uuid.uuid4()),
-        "turn": 1,
-        "workspace": tmp_path / "ws",
-        "home": tmp_path / "home",
-        "env": {"OPENAI_API_KEY": "sk-secret-value", "PATH": "/usr/bin"},
-        "resume": False,
-        "binary": sys.executable,  # any executable: launch() only locates it
-    }
-    return TurnContext(**{**fields, **changes})
+    changes.setdefault("binary", sys.executable)  # any executable: launch() only locates it
+    return turn_context(tmp_path, "opencode", MODEL, **changes)
 
 
 def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> None:
