@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A stand-in for ``gcloud`` and ``kubectl`` (no cloud is reachable from the test machines).
+
+It keeps a project's state in the JSON file named by ``HR_CLOUD_STATE``: which resources exist and
+which IAM members are bound. Audits answer from it; creates add to it. Every call is logged to
+``<state>.log`` so tests can see exactly what the setup ran. ``HR_CLOUD_FAIL`` makes commands that
+contain it fail (exit 1), to test error handling.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+state_path = Path(os.environ["HR_CLOUD_STATE"])
+state = json.loads(state_path.read_text()) if state_path.exists() else {}
+tool = Path(sys.argv[0]).name
+args = sys.argv[1:]
+line = " ".join([tool, *args])
+with open(f"{state_path}.log", "a") as log:
+    log.write(line + "\n")
+fail = os.environ.get("HR_CLOUD_FAIL")
+if fail and fail in line:
+    print(f"ERROR: (gcloud) simulated failure of {fail}", file=sys.stderr)
+    sys.exit(1)
+have: set[str] = set(state.get("have", []))
+members: list[str] = state.get("members", [])
+
+
+def save() -> None:
+    state["have"], state["members"] = sorted(have), members
+    state_path.write_text(json.dumps(state))
+
+
+def need(key: str, out: str = "") -> None:
+    if key not in have:
+        print(f"ERROR: NOT_FOUND: {key}", file=sys.stderr)
+        sys.exit(1)
+    print(out)
+    sys.exit(0)
+
+
+def flag(name: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{name}="))
+
+
+if tool == "kubectl":
+    if args[:2] == ["config", "current-context"]:
+        need("credentials", state.get("context", ""))
+    if args[:2] == ["get", "crd"]:
+        need("agent-sandbox")
+    if args[:2] == ["get", "namespace"]:
+        need(f"namespace/{args[2]}")
+    if args[:2] == ["create", "namespace"]:
+        have.add(f"namespace/{args[2]}")
+        save()
+        sys.exit(0)
+if tool == "gcloud":
+    head = args[:3]
+    if head[:2] == ["projects", "describe"]:
+        need("project", "123456789")
+    if head == ["services", "list", "--enabled"]:
+        print("\n".join(state.get("apis", [])))
+        sys.exit(0)
+    if head[:2] == ["services", "enable"]:
+        state["apis"] = sorted(a for a in args[2:] if a.endswith(".googleapis.com"))
+        save()
+        sys.exit(0)
+    for kind, verb_at in (
+        ("artifacts repositories", 2),
+        ("storage buckets", 2),
+        ("container clusters", 2),
+        ("container node-pools", 2),
+    ):
+        words = kind.split()
+        if args[:2] == words:
+            key = f"{kind}/{args[3]}" if len(args) > 3 else kind
+            verb = args[verb_at]
+            if verb == "describe":
+                need(key, args[3])
+            if verb == "create":
+                have.add(key)
+                save()
+                sys.exit(0)
+            if verb == "get-credentials":
+                have.add("credentials")
+                state["context"] = (
+                    f"gke_{state.get('project', 'p')}_{flag('location') if any(a.startswith('--location=') for a in args) else args[args.index('--location') + 1]}_{args[3]}"
+                )
+                save()
+                sys.exit(0)
+            if verb == "get-iam-policy":
+                print(json.dumps({"bindings": [{"members": members}]}))
+                sys.exit(0)
+            if verb == "add-iam-policy-binding":
+                members.append(flag("member"))
+                save()
+                sys.exit(0)
+    if head[:2] == ["projects", "get-iam-policy"]:
+        print(json.dumps({"bindings": [{"members": state.get("project_members", [])}]}))
+        sys.exit(0)
+    if head[:2] == ["projects", "add-iam-policy-binding"]:
+        state.setdefault("project_members", []).append(flag("member"))
+        save()
+        sys.exit(0)
+    if head[:2] == ["auth", "configure-docker"]:
+        docker = Path(os.environ["HOME"]) / ".docker" / "config.json"
+        docker.parent.mkdir(parents=True, exist_ok=True)
+        docker.write_text(json.dumps({"credHelpers": {args[2]: "gcloud"}}))
+        sys.exit(0)
+if tool == "bash" or (args and args[0].endswith("install-agent-sandbox.sh")):
+    have.add("agent-sandbox")
+    save()
+    sys.exit(0)
+print(f"cloud_cli stand-in: unhandled command {line}", file=sys.stderr)
+sys.exit(3)

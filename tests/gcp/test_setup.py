@@ -1,0 +1,170 @@
+"""``harness-run-gcp-setup`` against a stand-in ``gcloud``/``kubectl`` (tests/gcp/cloud_cli.py).
+
+No GCP project is reachable from the test machines, so the cloud CLIs are played by a small script
+that keeps the project's state in a file; the setup under test is the real console script, run as a
+subprocess. What is asserted is what an operator sees: the audit, what gets created, idempotency,
+failures that stop only the steps that depend on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_run.errors import UsageError
+from harness_run.gcp import SetupOptions, plan
+
+CLI = Path(__file__).with_name("cloud_cli.py")
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("gcloud", "kubectl", "bash"):
+        (bin_dir / tool).symlink_to(CLI)  # the stand-in acts on the name it was called by
+    CLI.chmod(0o755)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"have": ["project"], "project": "my-project"}))
+    home = tmp_path / "home"
+    home.mkdir()
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HR_CLOUD_STATE": str(state),
+        "HOME": str(home),
+    }
+
+
+def _setup(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness_run.gcp", "--project", "my-project", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+
+
+def _log(env: dict[str, str]) -> list[str]:
+    path = Path(env["HR_CLOUD_STATE"] + ".log")
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _changes(lines: list[str]) -> list[str]:
+    verbs = (" create", " enable", "add-iam-policy-binding", "get-credentials", "install-agent-sandbox")
+    return [line for line in lines if any(v in line for v in verbs) and "describe" not in line]
+
+
+def test_plan_is_pure_and_names_every_resource() -> None:
+    options = SetupOptions(project="my-project", location="europe-west4")
+    assert plan(options) == plan(options)
+    text = json.dumps([s.apply for s in plan(options)])
+    for piece in (
+        'repositories", "create", "harness-run',
+        "gs://my-project-harness-run",
+        "--workload-pool=my-project.svc.id.goog",
+        "--sandbox=type=gvisor",
+        "roles/aiplatform.user",
+        "roles/storage.objectUser",
+    ):
+        assert piece in text
+    assert options.registry == "europe-west4-docker.pkg.dev/my-project/harness-run"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flag"),
+    [
+        ({"project": "Bad_Project"}, "--project"),
+        ({"project": "my-project", "location": "mars"}, "--location"),
+        ({"project": "my-project", "namespace": "Not OK"}, "--namespace"),
+    ],
+)
+def test_bad_options_name_the_flag(kwargs: dict[str, str], flag: str) -> None:
+    with pytest.raises(UsageError, match=flag):
+        SetupOptions(**kwargs)
+
+
+def test_bad_project_exits_2_without_traceback(cloud: dict[str, str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "harness_run.gcp", "--project", "Bad_Project"],
+        env=cloud, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--project 'Bad_Project' is not a GCP project id" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _log(cloud) == []
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(cloud: dict[str, str]) -> None:
+    result = _setup(cloud, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "[12/12]" in result.stdout
+    assert "gcloud container clusters create harness-run" in result.stdout
+    assert _log(cloud) == []
+
+
+def test_fresh_project_is_set_up_once_then_left_alone(cloud: dict[str, str]) -> None:
+    check = _setup(cloud, "--check")
+    assert check.returncode == 1
+    assert "11 of 12 steps missing" in check.stdout
+    assert _changes(_log(cloud)) == [], "--check must not change anything"
+
+    applied = _setup(cloud, "--yes")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "ready: sandbox.deploy(spec, project='my-project', location='us-central1')" in applied.stdout
+    changes = _changes(_log(cloud))
+    assert any("clusters create harness-run" in c for c in changes)
+    assert any("node-pools create agent-sandbox-pool" in c for c in changes)
+    assert any("principalSet://" in c and "123456789" in c for c in changes), "project number filled in"
+
+    before = len(_log(cloud))
+    again = _setup(cloud, "--yes")
+    assert again.returncode == 0
+    assert "ready:" in again.stdout
+    assert _changes(_log(cloud)[before:]) == [], "a second run must add nothing"
+    assert _setup(cloud, "--check").returncode == 0
+
+
+def test_a_failed_step_stops_only_what_depends_on_it(cloud: dict[str, str]) -> None:
+    failing = {**cloud, "HR_CLOUD_FAIL": "clusters create"}
+    result = _setup(failing, "--yes")
+    assert result.returncode == 1
+    assert "FAILED: `gcloud container clusters create" in result.stdout
+    assert "simulated failure" in result.stdout
+    assert "skip gVisor node pool" in result.stdout
+    state = json.loads(Path(cloud["HR_CLOUD_STATE"]).read_text())
+    assert "storage buckets/gs://my-project-harness-run" in state["have"], "independent steps still ran"
+    assert _setup(cloud, "--yes").returncode == 0, "re-running after the fix completes the setup"
+
+
+def test_without_a_terminal_it_asks_for_yes(cloud: dict[str, str]) -> None:
+    result = _setup(cloud)
+    assert result.returncode == 1
+    assert "re-run with --yes" in result.stdout
+    assert _changes(_log(cloud)) == []
+
+
+def test_without_gcloud_it_says_what_to_install(cloud: dict[str, str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "sh").symlink_to("/bin/sh")
+    result = _setup({**cloud, "PATH": str(empty)}, "--yes")
+    assert result.returncode == 1
+    assert "install the Google Cloud CLI" in result.stdout
+
+
+def test_json_audit(cloud: dict[str, str]) -> None:
+    result = _setup(cloud, "--check", "--json")
+    line = next(x for x in result.stdout.splitlines() if x.startswith("["))
+    audit = {a["step"]: a["outcome"] for a in json.loads(line)}
+    assert audit["project"] == "done"
+    assert audit["apis"] == "missing"
+    assert audit["cluster"] == "blocked", "a step whose prerequisite is missing is not audited"
