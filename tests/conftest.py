@@ -263,3 +263,32 @@ def claude_binary() -> Path:
     pytest.skip(
         f"no executable _bundled/claude in claude_agent_sdk at {list(spec.submodule_search_locations)}"
     )
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[Any]:
+    """A ``FakeGcsServer`` (fake-gcs-server on 127.0.0.1) for the whole run; sets STORAGE_EMULATOR_HOST."""
+    from harness_run.errors import InfrastructureError
+    from harness_run.testing._gcs import FakeGcsServer
+
+    try:
+        server = FakeGcsServer().start()
+    except InfrastructureError as exc:
+        pytest.skip(f"no fake-gcs-server: {exc}")
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
+
+
+@pytest.fixture
+def gcs_store_url(fake_gcs: Any) -> str:
+    """``gs://<fresh bucket>/hr`` on the session's fake GCS: open it with ``open_store``."""
+    bucket = fake_gcs.create_bucket(f"hr-{uuid.uuid4().hex[:16]}")
+    return f"gs://{bucket}/hr"

@@ -1,7 +1,23 @@
-"""Durable history behind one protocol: SQLite + blob files locally (GCS for the sandbox runtime)."""
+"""Durable history behind one protocol: SQLite + blob files locally, a GCS bucket for the sandbox runtime.
 
-from harness_run.store._protocol import HistoryStore
+``GcsStore`` imports google-cloud-storage only when a store is opened, so importing this package
+stays light.
+"""
+
+from harness_run.store._open import open_store
+from harness_run.store._protocol import HistoryStore, SessionUpdate
 from harness_run.store._records import EngineRecord, SessionRecord, SnapshotRef, TurnRecord
+from harness_run.store.gcs import GcsStore
 from harness_run.store.sqlite import SqliteStore
 
-__all__ = ["EngineRecord", "HistoryStore", "SessionRecord", "SnapshotRef", "SqliteStore", "TurnRecord"]
+__all__ = [
+    "EngineRecord",
+    "GcsStore",
+    "HistoryStore",
+    "SessionRecord",
+    "SessionUpdate",
+    "SnapshotRef",
+    "SqliteStore",
+    "TurnRecord",
+    "open_store",
+]

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
 
-__all__ = ["HistoryStore"]
+__all__ = ["HistoryStore", "SessionUpdate"]
+
+SessionUpdate = Callable[[SessionRecord], SessionRecord | None]
+"""Given the current record, return the new one (or None to leave it as it is)."""
 
 
 class HistoryStore(Protocol):
-    """Durable history. Contract:
+    """Durable history, shared by every process (and, for GCS, every machine) that opens it.
+
+    Contract:
 
     - writes are atomic per call; a record read back equals the record written;
     - ``put_blob`` is content-addressed (returns the key) and idempotent;
-    - ``get_session``/``get_blob`` return None for unknown keys; corrupt data raises ``StoreError``;
-    - events are appended per turn in ``seq`` order; ``read_events`` returns them in that order;
+    - ``get_session``/``get_blob``/``get_engine`` return None for unknown keys; corrupt data raises
+      ``StoreError`` naming what is corrupt and leaves it as it was;
+    - events are appended per turn, keyed by ``(session, turn, seq)``: re-appending an event never
+      duplicates it (the first copy stored wins); ``read_events`` returns them ordered by
+      ``(turn, seq)``, only those with ``seq > after_seq``;
+    - ``reserve_turn`` succeeds once per ``(session, turn)`` across every client; ``holder`` is
+      unique to the attempt (e.g. the turn id), which may repeat the call (a retried request);
+      any other holder gets ``SessionBusyError``;
+    - ``update_session`` is a read-modify-write that never loses a concurrent update;
     - nothing here ever holds a secret value — callers redact before writing.
     """
 
@@ -26,11 +38,17 @@ class HistoryStore(Protocol):
 
     def list_engines(self, name: str | None = None) -> list[EngineRecord]: ...
 
+    def delete_engine(self, name: str, version: str) -> None: ...
+
     def put_session(self, record: SessionRecord) -> None: ...
 
     def get_session(self, session_id: str) -> SessionRecord | None: ...
 
+    def update_session(self, session_id: str, update: SessionUpdate) -> SessionRecord | None: ...
+
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]: ...
+
+    def reserve_turn(self, session_id: str, turn: int, holder: str) -> None: ...
 
     def put_turn(self, record: TurnRecord) -> None: ...
 
@@ -38,7 +56,9 @@ class HistoryStore(Protocol):
 
     def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None: ...
 
-    def read_events(self, session_id: str, turn: int | None = None) -> list[dict[str, Any]]: ...
+    def read_events(
+        self, session_id: str, turn: int | None = None, *, after_seq: int = -1
+    ) -> list[dict[str, Any]]: ...
 
     def put_blob(self, data: bytes) -> str: ...
 

@@ -11,13 +11,16 @@ import os
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from harness_run.errors import StoreError
+from harness_run.store._common import busy_error, check_blob_key, event_rows, merge_events
+from harness_run.store._protocol import SessionUpdate
 from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
 
 __all__ = ["SqliteStore"]
@@ -30,8 +33,11 @@ CREATE INDEX IF NOT EXISTS sessions_engine ON sessions (engine, updated_at);
 CREATE TABLE IF NOT EXISTS turns (session_id TEXT, turn INTEGER, body TEXT, PRIMARY KEY (session_id, turn));
 CREATE TABLE IF NOT EXISTS events (session_id TEXT, turn INTEGER, seq INTEGER, body TEXT,
                                    PRIMARY KEY (session_id, turn, seq));
+CREATE TABLE IF NOT EXISTS turn_locks (session_id TEXT, turn INTEGER, holder TEXT, at REAL,
+                                       PRIMARY KEY (session_id, turn));
 """
 _M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 
 class SqliteStore:
@@ -55,6 +61,14 @@ class SqliteStore:
                 "its permissions, or pass another workdir"
             ) from None
 
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.root)!r})"
+
+    @property
+    def url(self) -> str:
+        """``file://`` URL of the store directory (what :func:`open_store` accepts)."""
+        return self.root.absolute().as_uri()
+
     # --- helpers ---------------------------------------------------------------------------------
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -67,13 +81,33 @@ class SqliteStore:
                 retryable=isinstance(exc, sqlite3.OperationalError),
             ) from None
 
+    def _transaction(self, work: Callable[[sqlite3.Connection], _T], what: str) -> _T:
+        """Run ``work`` inside BEGIN IMMEDIATE (the write lock across processes), commit or roll back."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    out = work(self._db)
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+                return out
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(
+                    f"cannot {what} in the history store at {self.root}: {exc}",
+                    retryable=isinstance(exc, sqlite3.OperationalError),
+                ) from None
+
     def _load(self, model: type[_M], body: str, what: str) -> _M:
         try:
             return model.model_validate_json(body)
         except ValidationError as exc:
             raise StoreError(
                 f"the stored {what} is corrupt ({exc.error_count()} problems, first: "
-                f"{exc.errors()[0]['msg']}); it was not changed"
+                f"{exc.errors()[0]['msg']}; in {self.root / 'history.sqlite3'}); nothing was changed"
             ) from None
 
     # --- engines -------------------------------------------------------------------------------
@@ -104,6 +138,9 @@ class SqliteStore:
         )
         return [self._load(EngineRecord, r[0], "engine") for r in rows]
 
+    def delete_engine(self, name: str, version: str) -> None:
+        self._exec("DELETE FROM engines WHERE name=? AND version=?", (name, version))
+
     # --- sessions and turns -------------------------------------------------------------------
 
     def put_session(self, record: SessionRecord) -> None:
@@ -116,6 +153,23 @@ class SqliteStore:
         rows = self._exec("SELECT body FROM sessions WHERE id=?", (session_id,))
         return self._load(SessionRecord, rows[0][0], f"session {session_id}") if rows else None
 
+    def update_session(self, session_id: str, update: SessionUpdate) -> SessionRecord | None:
+        def work(db: sqlite3.Connection) -> SessionRecord | None:
+            rows = db.execute("SELECT body FROM sessions WHERE id=?", (session_id,)).fetchall()
+            if not rows:
+                return None
+            current = self._load(SessionRecord, rows[0][0], f"session {session_id}")
+            new = update(current.model_copy(deep=True))
+            if new is None:
+                return current
+            db.execute(
+                "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+                (new.session_id, new.engine, new.updated_at, new.model_dump_json()),
+            )
+            return new
+
+        return self._transaction(work, f"update session {session_id}")
+
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
         rows = (
             self._exec("SELECT body FROM sessions WHERE engine=? ORDER BY updated_at", (engine,))
@@ -123,6 +177,20 @@ class SqliteStore:
             else self._exec("SELECT body FROM sessions ORDER BY updated_at")
         )
         return [self._load(SessionRecord, r[0], "session") for r in rows]
+
+    def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
+        def work(db: sqlite3.Connection) -> str:
+            db.execute(
+                "INSERT OR IGNORE INTO turn_locks VALUES (?, ?, ?, ?)",
+                (session_id, turn, holder, time.time()),
+            )
+            rows = db.execute(
+                "SELECT holder FROM turn_locks WHERE session_id=? AND turn=?", (session_id, turn)
+            ).fetchall()
+            return str(rows[0][0])
+
+        if self._transaction(work, f"reserve turn {turn} of session {session_id}") != holder:
+            raise busy_error(session_id, turn)
 
     def put_turn(self, record: TurnRecord) -> None:
         self._exec(
@@ -140,42 +208,41 @@ class SqliteStore:
         if not events:
             return
         rows = [
-            (session_id, turn, int(e.get("seq", i)), json.dumps(e, separators=(",", ":")))
-            for i, e in enumerate(events)
+            (session_id, turn, seq, json.dumps(e, separators=(",", ":"))) for seq, e in event_rows(events)
         ]
-        try:
-            with self._lock:
-                self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with self._lock:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-            raise StoreError(f"cannot append events to the history store: {exc}", retryable=True) from None
+        self._transaction(
+            lambda db: db.executemany("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?)", rows),
+            f"append events to session {session_id}",
+        )
 
-    def read_events(self, session_id: str, turn: int | None = None) -> list[dict[str, Any]]:
+    def read_events(
+        self, session_id: str, turn: int | None = None, *, after_seq: int = -1
+    ) -> list[dict[str, Any]]:
         if turn is None:
-            rows = self._exec("SELECT body FROM events WHERE session_id=? ORDER BY turn, seq", (session_id,))
+            rows = self._exec(
+                "SELECT turn, seq, body FROM events WHERE session_id=? AND seq>? ORDER BY turn, seq",
+                (session_id, after_seq),
+            )
         else:
             rows = self._exec(
-                "SELECT body FROM events WHERE session_id=? AND turn=? ORDER BY seq", (session_id, turn)
+                "SELECT turn, seq, body FROM events WHERE session_id=? AND turn=? AND seq>? ORDER BY seq",
+                (session_id, turn, after_seq),
             )
-        out: list[dict[str, Any]] = []
-        for (body,) in rows:
+        out: list[tuple[int, int, dict[str, Any]]] = []
+        for turn_no, seq, body in rows:
             try:
-                out.append(json.loads(body))
+                out.append((turn_no, seq, json.loads(body)))
             except ValueError:
                 raise StoreError(
-                    f"a stored event of session {session_id} is corrupt; it was not changed"
+                    f"stored event {seq} of session {session_id} turn {turn_no} is corrupt "
+                    f"(in {self.root / 'history.sqlite3'}); nothing was changed"
                 ) from None
-        return out
+        return merge_events(out, after_seq)
 
     # --- blobs ---------------------------------------------------------------------------------
 
     def _blob_path(self, key: str) -> Path:
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            raise StoreError(f"{key!r} is not a blob key")
+        check_blob_key(key)
         return self._blobs / key[:2] / key
 
     def put_blob(self, data: bytes) -> str:
@@ -203,7 +270,9 @@ class SqliteStore:
         except OSError as exc:
             raise StoreError(f"cannot read blob {key}: {exc}") from None
         if hashlib.sha256(data).hexdigest() != key:
-            raise StoreError(f"blob {key} is corrupt (its content does not match its hash)")
+            raise StoreError(
+                f"blob {key} is corrupt (its content at {path} does not match its hash); nothing was changed"
+            )
         return data
 
     def close(self) -> None:

@@ -1,0 +1,374 @@
+"""History in a Google Cloud Storage bucket, shared by every machine that can reach it.
+
+Only create-only objects (``if_generation_match=0``) and small compare-and-swap'd records, so that
+many clients can write one history without a lock server::
+
+    <prefix>/engines/<name>/versions/<version>.json      engine record (last writer wins)
+    <prefix>/sessions/<id>/session.json                   session record (CAS for update_session)
+    <prefix>/sessions/<id>/turns/<turn:06d>.json          turn record
+    <prefix>/sessions/<id>/turns/<turn:06d>.lock          turn reservation (create-only: one winner)
+    <prefix>/sessions/<id>/events/<turn:06d>/<first_seq:08d>.jsonl   event segment per flush (create-only)
+    <prefix>/sessions/<id>/events/<turn:06d>/sealed.jsonl  the turn's segments merged, once it ended
+    <prefix>/blobs/<sha256>                               snapshots, content-addressed (create-only)
+    <prefix>/index/<engine>/<session_id>                  empty marker, for list_sessions
+
+``google-cloud-storage`` is imported only when a store is opened. With ``STORAGE_EMULATOR_HOST``
+set (fake-gcs-server) no credentials are needed. Transient errors (429, 5xx, dropped connections)
+are retried with backoff; every request that is retried is safe to repeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from harness_run.errors import StoreError, UsageError
+from harness_run.store._common import busy_error, check_blob_key, event_rows, merge_events
+from harness_run.store._gcs_io import Conflict, GcsObjects
+from harness_run.store._protocol import SessionUpdate
+from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
+
+__all__ = ["GcsStore"]
+
+_CAS_ATTEMPTS = 60
+_SEALED = "sealed.jsonl"
+_log = logging.getLogger("harness_run.store")
+_WRITERS_KEPT = 8
+
+
+def _writers(data: bytes) -> list[str]:
+    """The ``_writers`` tokens stored with a session record by update_session (none after a put)."""
+    try:
+        found = json.loads(data).get("_writers", [])
+    except (ValueError, AttributeError):
+        return []
+    return [str(t) for t in found] if isinstance(found, list) else []
+
+
+def _check_part(kind: str, value: str) -> str:
+    if not value or "/" in value or value in {".", ".."} or any(ord(c) < 32 for c in value):
+        raise UsageError(
+            f"{kind} {value!r} cannot be used in a GCS object name: no '/', no control characters"
+        )
+    return value
+
+
+class GcsStore(GcsObjects):
+    """History under ``gs://<bucket>/<prefix>``; see the module docstring for the layout.
+
+    ``client`` is a ``google.cloud.storage.Client`` to reuse (not closed by :meth:`close`); without
+    one a client is made for ``project`` with Application Default Credentials (on GKE: Workload
+    Identity), or anonymously when ``STORAGE_EMULATOR_HOST`` points at an emulator.
+
+    Transient failures (429, 5xx, connection errors) are retried with exponential backoff starting
+    at ``retry_delay`` seconds for up to ``retry_timeout`` seconds; each request may take up to
+    ``request_timeout`` seconds.
+    """
+
+    # --- engines -------------------------------------------------------------------------------
+
+    def _engine_name(self, name: str, version: str) -> str:
+        return self._name("engines", _check_part("engine name", name), "versions", f"{version}.json")
+
+    def put_engine(self, record: EngineRecord) -> None:
+        name = self._engine_name(record.name, _check_part("engine version", record.version))
+        meta = {"created_at": repr(record.created_at)}  # lets get_engine pick the latest from a listing
+        self._write(name, record.model_dump_json().encode(), generation=None, metadata=meta)
+
+    def _engines(self, prefix: str) -> list[EngineRecord]:
+        names = [b.name for b in self._list(prefix) if b.name.endswith(".json")]
+        return self._get_records(EngineRecord, names)
+
+    def get_engine(self, name: str, version: str | None = None) -> EngineRecord | None:
+        _check_part("engine name", name)
+        if version:
+            exact = self._get_record(EngineRecord, self._engine_name(name, _check_part("version", version)))
+            if exact is not None:
+                return exact
+        blobs = [
+            b
+            for b in self._list(self._name("engines", name, "versions", version or ""))
+            if b.name.endswith(".json")
+        ]
+        stamps: list[tuple[float, str]] = []
+        for blob in blobs:
+            try:
+                stamps.append((float(dict(blob.metadata or {})["created_at"]), blob.name))
+            except (KeyError, ValueError):
+                break
+        if blobs and len(stamps) == len(blobs):  # read only the latest one
+            latest = self._get_record(EngineRecord, max(stamps)[1])
+            if latest is not None:
+                return latest
+        found = self._get_records(EngineRecord, [b.name for b in blobs])
+        return max(found, key=lambda e: e.created_at) if found else None
+
+    def list_engines(self, name: str | None = None) -> list[EngineRecord]:
+        if name:
+            return sorted(
+                self._engines(self._name("engines", _check_part("engine name", name), "versions", "")),
+                key=lambda e: e.created_at,
+            )
+        return sorted(self._engines(self._name("engines", "")), key=lambda e: (e.name, e.created_at))
+
+    def delete_engine(self, name: str, version: str) -> None:
+        obj = self._engine_name(name, _check_part("engine version", version))
+        blob = self._bucket.blob(obj)
+        try:
+            self._call(
+                f"delete {self._where(obj)}", lambda: blob.delete(retry=self._retry, timeout=self._timeout)
+            )
+        except self._gexc.NotFound:
+            return
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    def _session_name(self, session_id: str, *rest: str) -> str:
+        return self._name("sessions", _check_part("session id", session_id), *(rest or ("session.json",)))
+
+    def _index(self, record: SessionRecord) -> None:
+        """The list_sessions marker, written before the record so a listed session is never lost."""
+        if record.session_id in self._indexed:
+            return
+        name = self._name("index", _check_part("engine name", record.engine), record.session_id)
+        with contextlib.suppress(Conflict):  # already indexed
+            self._write(name, b"", generation=0, content_type="text/plain")
+        self._indexed.add(record.session_id)
+
+    def put_session(self, record: SessionRecord) -> None:
+        self._index(record)
+        self._write(self._session_name(record.session_id), record.model_dump_json().encode(), generation=None)
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        return self._get_record(SessionRecord, self._session_name(session_id))
+
+    def update_session(self, session_id: str, update: SessionUpdate) -> SessionRecord | None:
+        """Read, ``update``, write back only if nobody wrote meanwhile (else re-read and re-apply).
+
+        Each such write also records a random token in the object (``_writers``, the last few
+        writers): when a write's reply is lost and its retry meets the precondition, the next read
+        shows whether the write landed, so an update is never applied twice.
+        """
+        name = self._session_name(session_id)
+        sent: list[tuple[str, SessionRecord]] = []
+        for attempt in range(_CAS_ATTEMPTS):
+            got = self._read(name)
+            if got is None:
+                return None
+            if got[1] == 0:
+                raise StoreError(f"cannot update {self._where(name)}: the server sent no object generation")
+            current = self._load(SessionRecord, got[0], name)
+            writers = _writers(got[0])
+            for token, wrote in sent:
+                if token in writers:  # a write whose reply was lost did land
+                    return wrote
+            new = update(current.model_copy(deep=True))
+            if new is None:
+                return current
+            token = uuid.uuid4().hex
+            body = {**new.model_dump(mode="json"), "_writers": [*writers[-(_WRITERS_KEPT - 1) :], token]}
+            self._index(new)
+            try:
+                self._write(name, json.dumps(body).encode(), generation=got[1])
+                return new
+            except Conflict:
+                sent.append((token, new))
+            time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+        raise StoreError(
+            f"cannot update {self._where(name)}: it kept changing under {_CAS_ATTEMPTS} attempts; "
+            "too many writers on one session — try again",
+            retryable=True,
+        )
+
+    def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
+        prefix = (
+            self._name("index", _check_part("engine name", engine), "") if engine else self._name("index", "")
+        )
+        ids = sorted({b.name.rsplit("/", 1)[-1] for b in self._list(prefix)})
+        records = self._get_records(SessionRecord, [self._session_name(i) for i in ids])
+        return sorted(records, key=lambda r: (r.updated_at, r.session_id))
+
+    # --- turns ---------------------------------------------------------------------------------
+
+    def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
+        name = self._session_name(session_id, "turns", f"{turn:06d}.lock")
+        body = json.dumps({"holder": holder, "at": time.time()}).encode()
+        try:
+            self._write(name, body, generation=0)
+            return
+        except Conflict:
+            pass
+        got = self._read(name)
+        if got is None:  # deleted meanwhile; nothing deletes locks, so treat it as taken
+            raise busy_error(session_id, turn)
+        try:
+            owner = json.loads(got[0])["holder"]
+        except (ValueError, KeyError, TypeError):
+            raise StoreError(
+                f"the turn reservation {self._where(name)} is corrupt; nothing was changed — "
+                "delete that object if no client is running that turn"
+            ) from None
+        if owner != holder:
+            raise busy_error(session_id, turn)
+
+    def put_turn(self, record: TurnRecord) -> None:
+        name = self._session_name(record.session_id, "turns", f"{record.turn:06d}.json")
+        self._write(name, record.model_dump_json().encode(), generation=None)
+        if record.result is not None:
+            self._seal_later(record.session_id, record.turn)
+
+    def list_turns(self, session_id: str) -> list[TurnRecord]:
+        blobs = self._list(self._session_name(session_id, "turns", ""))
+        names = sorted(b.name for b in blobs if b.name.endswith(".json"))
+        return sorted(self._get_records(TurnRecord, names), key=lambda t: t.turn)
+
+    # --- events --------------------------------------------------------------------------------
+
+    def _segment(self, name: str, data: bytes) -> list[tuple[int, dict[str, Any]]]:
+        rows: list[tuple[int, dict[str, Any]]] = []
+        for lineno, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                seq, event = item["seq"], item["event"]
+                if not isinstance(seq, int) or not isinstance(event, dict):
+                    raise TypeError("seq/event")
+            except (ValueError, KeyError, TypeError):
+                raise StoreError(
+                    f"the event segment {self._where(name)} is corrupt (line {lineno}); nothing was changed"
+                ) from None
+            rows.append((seq, event))  # pyright: ignore[reportUnknownArgumentType]
+        return rows
+
+    def _put_segment(self, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        body = "".join(json.dumps({"seq": s, "event": e}, separators=(",", ":")) + "\n" for s, e in rows)
+        meta = {"last_seq": str(max(s for s, _ in rows))}
+        self._write(name, body.encode(), generation=0, metadata=meta, content_type="application/jsonl")
+
+    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
+        """One create-only segment per call; a segment already there keeps its events (first wins)."""
+        rows = event_rows(events)
+        while rows:
+            name = self._session_name(session_id, "events", f"{turn:06d}", f"{rows[0][0]:08d}.jsonl")
+            try:
+                self._put_segment(name, rows)
+                self._remember(session_id, turn, name, rows)
+                return
+            except Conflict:
+                got = self._read(name)
+                if got is None:
+                    continue  # gone again: create it on the next round
+                stored_rows = self._segment(name, got[0])
+                stored = {seq for seq, _ in stored_rows}
+                if rows[0][0] not in stored:
+                    raise StoreError(
+                        f"the event segment {self._where(name)} does not hold its own first seq; "
+                        "it is corrupt and nothing was changed"
+                    ) from None
+                self._remember(session_id, turn, name, stored_rows)
+                rows = [r for r in rows if r[0] not in stored]
+
+    def _remember(
+        self, session_id: str, turn: int, name: str, rows: list[tuple[int, dict[str, Any]]]
+    ) -> None:
+        """Keep what this client stored for a running turn, to seal the turn without reading it back."""
+        with self._pool_lock:
+            self._written.setdefault((session_id, turn), {})[name] = rows
+
+    def _seal_later(self, session_id: str, turn: int) -> None:
+        """After the turn's result: merge its segments into one ``sealed.jsonl`` (in the background)."""
+        with self._pool_lock:
+            written = self._written.pop((session_id, turn), None)
+        if written is None:  # only the client that streamed the turn seals it
+            return
+
+        def seal() -> None:
+            try:
+                self._seal(session_id, turn, written)
+            except Exception as exc:  # the segments stay readable; sealing only saves later reads
+                _log.warning("could not seal the events of session %s turn %s: %s", session_id, turn, exc)
+
+        self._submit(seal)
+
+    def _seal(self, session_id: str, turn: int, written: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
+        prefix = self._session_name(session_id, "events", f"{turn:06d}/")
+        names = sorted(b.name for b in self._list(prefix) if b.name.endswith(".jsonl"))
+        sealed = prefix + _SEALED
+        if sealed in names or len(names) < 2:
+            return
+        merged: dict[int, dict[str, Any]] = {}
+        for name in names:
+            rows = written.get(name)
+            if rows is None:
+                got = self._read(name)
+                rows = self._segment(name, got[0]) if got else []
+            for seq, event in rows:
+                merged.setdefault(seq, event)
+        with contextlib.suppress(Conflict):  # sealed by someone else meanwhile
+            self._put_segment(sealed, sorted(merged.items(), key=lambda item: item[0]))
+
+    def read_events(
+        self, session_id: str, turn: int | None = None, *, after_seq: int = -1
+    ) -> list[dict[str, Any]]:
+        root = self._session_name(session_id, "events", "")
+        listed: list[tuple[int, str, int | None]] = []  # (turn, object, last_seq)
+        for blob in self._list(root + (f"{turn:06d}/" if turn is not None else "")):
+            parts = blob.name[len(root) :].split("/")
+            if len(parts) != 2 or not parts[0].isdigit() or not parts[1].endswith(".jsonl"):
+                continue
+            meta = dict(blob.metadata or {}).get("last_seq", "")
+            listed.append((int(parts[0]), blob.name, int(meta) if meta.lstrip("-").isdigit() else None))
+        sealed: dict[int, int] = {}
+        for turn_no, name, last in listed:
+            if name.endswith("/" + _SEALED) and last is not None:
+                sealed[turn_no] = last
+        wanted: list[tuple[int, str]] = []
+        for turn_no, name, last in sorted(listed, key=lambda item: not item[1].endswith("/" + _SEALED)):
+            if last is not None:
+                if last <= after_seq:
+                    continue  # every event in it is at or before the caller's offset
+                if not name.endswith("/" + _SEALED) and turn_no in sealed and last <= sealed[turn_no]:
+                    continue  # the sealed object holds these
+            wanted.append((turn_no, name))
+        segments = self._map(self._read, [n for _, n in wanted])
+        rows: list[tuple[int, int, dict[str, Any]]] = []
+        for (turn_no, name), got in zip(wanted, segments, strict=True):
+            if got is not None:
+                rows.extend((turn_no, seq, event) for seq, event in self._segment(name, got[0]))
+        return merge_events(rows, after_seq)
+
+    # --- blobs ---------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        key = hashlib.sha256(data).hexdigest()
+        with contextlib.suppress(Conflict):  # content-addressed: already there
+            self._write(self._name("blobs", key), data, generation=0, content_type="application/octet-stream")
+        return key
+
+    def get_blob(self, key: str) -> bytes | None:
+        name = self._name("blobs", check_blob_key(key))
+        got = self._read(name)
+        if got is None:
+            return None
+        if hashlib.sha256(got[0]).hexdigest() != key:
+            raise StoreError(
+                f"blob {key} is corrupt ({self._where(name)} does not match its hash); nothing was changed"
+            )
+        return got[0]
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+        if self._owns_client:
+            with contextlib.suppress(Exception):  # closing a transport never matters to the caller
+                self._client.close()
