@@ -9,7 +9,8 @@ of the digest: they do not change the image.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -36,6 +37,8 @@ def compile(
     namespace: str = "default",
     pool_size: int = 1,
     base_dir: str | Path | None = None,
+    pod_env: Mapping[str, str] | None = None,
+    gcp_service_account: str | None = None,
 ) -> BuildPlan:
     """Compile ``spec`` into an image build context, Kubernetes manifests and a content digest.
 
@@ -46,12 +49,22 @@ def compile(
     - ``image_repository``: where the image goes; default ``harness-run/<spec.name>``.
     - ``namespace``, ``pool_size``: of the manifests (the warm pool's replicas).
     - ``base_dir``: what relative local-skill paths are resolved against (default: the cwd).
+    - ``pod_env``: non-secret environment of the sandbox container (the worker's
+      ``HARNESS_RUN_STORE``, ``HARNESS_RUN_VERTEX_PROJECT``/``_REGION``…); not in the digest.
+    - ``gcp_service_account``: the Google service account the pods act as (GKE Workload Identity
+      annotation on the engine's ServiceAccount); not in the digest.
     """
     if isinstance(pool_size, bool) or pool_size < 0:
         raise UsageError(f"pool_size must be a whole number >= 0, not {pool_size!r}")
     if not base_image.strip():
         raise UsageError("base_image must name an image, e.g. 'python:3.12-slim-bookworm'")
     _check_secret_env_names(spec)
+    env_items = _check_pod_env(pod_env or {})
+    if gcp_service_account is not None and not _GSA.fullmatch(gcp_service_account):
+        raise UsageError(
+            f"gcp_service_account {gcp_service_account!r} is not a Google service account email; "
+            "use e.g. 'agents@my-project.iam.gserviceaccount.com'"
+        )
     from harness_run._version import __version__
 
     files: dict[str, bytes] = {}
@@ -73,7 +86,7 @@ def compile(
     files.update(ctx.library_files())
     files["bin/harness-run"] = ctx.LAUNCHER.encode()
     executables.add("bin/harness-run")
-    files["requirements/harness-run.txt"] = _requirements(pins.LIBRARY_REQUIREMENTS)
+    files["requirements/harness-run.txt"] = _requirements(pins.IMAGE_REQUIREMENTS)
     if spec.packages:
         files["requirements/agent.txt"] = _requirements(sorted(set(spec.packages)))
     files["spec.json"] = ctx.canonical_json(spec.to_dict())
@@ -111,6 +124,8 @@ def compile(
             runtime_class=runtime_class,
             namespace=namespace,
             pool_size=pool_size,
+            pod_env=env_items,
+            gcp_service_account=gcp_service_account,
         )
     )
     return BuildPlan(
@@ -126,6 +141,30 @@ def compile(
         network_mode=build_network,
         build_args=BuildPlan.build_args_for(digest),
     )
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GSA = re.compile(r"[a-z0-9][a-z0-9._-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
+_SECRET_WORDS = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH)(_|$)")
+
+
+def _check_pod_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Non-secret container settings only: secrets travel per run, never in a manifest."""
+    from harness_run.spec._checks import looks_like_credential
+
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError(
+                f"pod_env name {name!r} is not an environment variable name (letters, digits, _)"
+            )
+        if not isinstance(value, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError(f"pod_env[{name!r}] must be a string, not {type(value).__name__}")
+        if _SECRET_WORDS.search(name.upper()) or looks_like_credential(value):
+            raise UsageError(
+                f"pod_env[{name!r}] looks like a credential; manifests hold no secrets: pass it per "
+                "run with secrets={...} (sandbox pods get Google credentials from Workload Identity)"
+            )
+    return tuple(sorted(env.items()))
 
 
 def _read_ca(path: Path) -> bytes:

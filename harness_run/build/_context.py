@@ -41,6 +41,7 @@ _LIBRARY_SUFFIXES: Final = frozenset(
 )
 _LIBRARY_SKIP_DIRS: Final = frozenset({"__pycache__", "_images"})
 
+WORKER_COMMAND: Final = ("python", "-m", "harness_run.worker")
 LAUNCHER: Final = f'#!/bin/sh\n# {GENERATED}\nexec {VENV}/bin/python -m harness_run "$@"\n'
 
 
@@ -71,6 +72,8 @@ class DockerfileValues:
     skills_dir: str | None
     digest_arg: str
     labels: str
+    worker_port: int
+    worker_command: str
 
 
 def dockerfile_values(
@@ -118,6 +121,8 @@ def dockerfile_values(
         skills_dir="skills" if has_skills else None,
         digest_arg=DIGEST_ARG,
         labels=labels,
+        worker_port=k8s.WORKER_PORT,
+        worker_command=json.dumps(list(WORKER_COMMAND)),
     )
 
 
@@ -186,7 +191,7 @@ def lock_json(
         "harness_run": version,
         "base_image": base_image,
         "harness_clis": {h: pins.HARNESS_CLI_PINS[h] for h in sorted(harnesses)},
-        "library_requirements": list(pins.LIBRARY_REQUIREMENTS),
+        "library_requirements": list(pins.IMAGE_REQUIREMENTS),
         "skills": skills,
     }
     return canonical_json(lock)

@@ -12,6 +12,8 @@ from typing import Final, NamedTuple
 __all__ = [
     "ANNOTATION_DIGEST",
     "ANNOTATION_HARNESSES",
+    "ANNOTATION_TOKEN_SHA256",
+    "ANNOTATION_WORKER_PORT",
     "FQDN_NETWORK_POLICY",
     "IMAGE_LABEL_DIGEST",
     "IMAGE_LABEL_ENGINE",
@@ -22,11 +24,16 @@ __all__ = [
     "LABEL_VERSION",
     "MANAGED_BY",
     "NETWORK_POLICY",
+    "PODINFO_DIR",
+    "PODINFO_VOLUME",
     "SANDBOX",
     "SANDBOX_CLAIM",
     "SANDBOX_TEMPLATE",
     "SANDBOX_WARM_POOL",
     "SERVICE_ACCOUNT",
+    "WORKER_PORT",
+    "WORKER_PORT_NAME",
+    "WORKLOAD_IDENTITY_ANNOTATION",
     "Kind",
 ]
 
@@ -67,6 +74,12 @@ LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "harness-run"
 ANNOTATION_DIGEST: Final = "harness-run.dev/digest"
 ANNOTATION_HARNESSES: Final = "harness-run.dev/harnesses"
+# Per-claim pod annotations: sha256 of the claim's bearer token (the worker checks it), and the
+# worker's port where it is not WORKER_PORT (the test controller runs many pods on one host).
+ANNOTATION_TOKEN_SHA256: Final = "harness-run.dev/token-sha256"
+ANNOTATION_WORKER_PORT: Final = "harness-run.dev/worker-port"
+# GKE Workload Identity: the Google service account a Kubernetes ServiceAccount acts as.
+WORKLOAD_IDENTITY_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
 
 # kube-dns pods (GKE and kubeadm clusters alike), the one egress every policy keeps.
 DNS_POD_LABELS: Final[dict[str, str]] = {"k8s-app": "kube-dns"}
@@ -80,3 +93,10 @@ IMAGE_LABEL_HARNESSES: Final = "org.harness-run.harnesses"
 AGENT_UID: Final = 1000
 WORKSPACE: Final = "/workspace"
 CONTAINER_NAME: Final = "agent"
+
+# The in-image worker (``python -m harness_run.worker``): its port and the downward-API volume
+# holding the pod's annotations (the claim's token hash arrives there).
+WORKER_PORT: Final = 8787
+WORKER_PORT_NAME: Final = "worker"
+PODINFO_VOLUME: Final = "podinfo"
+PODINFO_DIR: Final = "/etc/harness-run/podinfo"

@@ -3,10 +3,13 @@
 Objects (all names and API versions from :mod:`harness_run.build._k8s`):
 
 - ``ServiceAccount`` ``<name>-agent`` — one per engine (kept across versions, so a Workload
-  Identity binding made once stays valid); no token is mounted into the sandbox pods.
+  Identity binding made once stays valid), annotated with ``gcp_service_account`` when given;
+  no token is mounted into the sandbox pods.
 - ``SandboxTemplate`` ``<name>-<short digest>`` — the pod: the compiled image, the
   ``runtimeClassName`` (gVisor on GKE), requests = limits from ``spec.resources``, a non-root
-  security context, an ``emptyDir`` workspace. No secret, no env injection from claims.
+  security context, an ``emptyDir`` workspace, the worker's port and readiness probe (``/healthz``),
+  the pod's annotations as a downward-API file (the claim's token hash), ``pod_env`` (non-secret:
+  the history store URL, Vertex AI settings). No secret, no env injection from claims.
 - ``SandboxWarmPool`` ``<name>-<short digest>`` — ``replicas`` = the pool size.
 - Egress from ``spec.network``:
 
@@ -46,6 +49,8 @@ class ManifestInputs:
     runtime_class: str | None
     namespace: str
     pool_size: int
+    pod_env: tuple[tuple[str, str], ...] = ()
+    gcp_service_account: str | None = None
 
 
 def versioned_name(engine: str, short: str) -> str:
@@ -84,9 +89,10 @@ def _object(kind: k8s.Kind, metadata: dict[str, Any], **body: Any) -> Manifest:
 
 def service_account(inputs: ManifestInputs) -> Manifest:
     name = _engine_object_name(inputs.engine, "agent")
-    return _object(
-        k8s.SERVICE_ACCOUNT, _meta(inputs, name, versioned=False), automountServiceAccountToken=False
-    )
+    meta = _meta(inputs, name, versioned=False)
+    if inputs.gcp_service_account:  # GKE Workload Identity: GCS and Vertex AI without keys
+        meta["annotations"] = {k8s.WORKLOAD_IDENTITY_ANNOTATION: inputs.gcp_service_account}
+    return _object(k8s.SERVICE_ACCOUNT, meta, automountServiceAccountToken=False)
 
 
 def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
@@ -98,9 +104,21 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "workspace", "mountPath": k8s.WORKSPACE}],
+        "ports": [{"name": k8s.WORKER_PORT_NAME, "containerPort": k8s.WORKER_PORT, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": k8s.WORKER_PORT},
+            "periodSeconds": 1,
+            "failureThreshold": 3,
+            "timeoutSeconds": 1,
+        },
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": k8s.WORKSPACE},
+            {"name": k8s.PODINFO_VOLUME, "mountPath": k8s.PODINFO_DIR, "readOnly": True},
+        ],
         "workingDir": k8s.WORKSPACE,
     }
+    if inputs.pod_env:
+        container["env"] = [{"name": name, "value": value} for name, value in inputs.pod_env]
     spec: dict[str, Any] = {
         "serviceAccountName": _engine_object_name(inputs.engine, "agent"),
         "automountServiceAccountToken": False,
@@ -112,7 +130,16 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
             "fsGroup": k8s.AGENT_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumes": [{"name": "workspace", "emptyDir": {}}],
+        "volumes": [
+            {"name": "workspace", "emptyDir": {}},
+            {
+                # the pod's annotations as a file: the claim's token hash reaches the worker here
+                "name": k8s.PODINFO_VOLUME,
+                "downwardAPI": {
+                    "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+                },
+            },
+        ],
     }
     if inputs.runtime_class:
         spec["runtimeClassName"] = inputs.runtime_class

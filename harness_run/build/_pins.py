@@ -14,12 +14,14 @@ __all__ = [
     "CLAUDE_AGENT_SDK",
     "DEFAULT_BASE_IMAGE",
     "HARNESS_CLI_PINS",
+    "IMAGE_REQUIREMENTS",
     "LIBRARY_REQUIREMENTS",
     "NPM_BOOTSTRAP_TARBALL",
     "NPM_PACKAGES",
+    "WORKER_REQUIREMENTS",
 ]
 
-BUILDER_VERSION: Final = "1"
+BUILDER_VERSION: Final = "2"
 
 DEFAULT_BASE_IMAGE: Final = "python:3.12-slim-bookworm"
 
@@ -52,3 +54,13 @@ LIBRARY_REQUIREMENTS: Final[tuple[str, ...]] = (
     "pydantic==2.14.4",
     "pyyaml==6.0.4",
 )
+
+# What the in-image worker adds (pyproject's ``sandbox`` extra, minus the deployer-only clients):
+# aiohttp serves the worker protocol, google-cloud-storage is the GCS history store.
+WORKER_REQUIREMENTS: Final[tuple[str, ...]] = (
+    "aiohttp==3.14.5",
+    "google-cloud-storage==3.17.1",
+)
+
+# requirements/harness-run.txt in the image: the library and its worker.
+IMAGE_REQUIREMENTS: Final[tuple[str, ...]] = LIBRARY_REQUIREMENTS + WORKER_REQUIREMENTS

@@ -75,7 +75,8 @@ def test_context_layout(skill_dir: Path) -> None:
     lock = json.loads(plan.files["lock.json"])
     assert lock["builder"] == pins.BUILDER_VERSION
     assert lock["harness_clis"] == {"claude-code": pins.CLAUDE_AGENT_SDK, "codex": pins.NPM_PACKAGES["codex"]}
-    assert plan.files["requirements/harness-run.txt"].decode().split() == list(pins.LIBRARY_REQUIREMENTS)
+    assert plan.files["requirements/harness-run.txt"].decode().split() == list(pins.IMAGE_REQUIREMENTS)
+    assert lock["library_requirements"] == list(pins.IMAGE_REQUIREMENTS)
     assert plan.image == f"harness-run/golden-agent:{plan.short}"
     assert plan.build_args == {"HARNESS_RUN_DIGEST": plan.digest}
     assert len(plan.digest) == 64
@@ -171,8 +172,11 @@ def test_runtime_only_parameters_keep_the_digest(skill_dir: Path) -> None:
         namespace="agents",
         build_network="host",
         image_repository="127.0.0.1:5000/agents/golden",
+        pod_env={"HARNESS_RUN_STORE": "gs://bucket/hr", "HARNESS_RUN_VERTEX_PROJECT": "p"},
+        gcp_service_account="agents@my-project.iam.gserviceaccount.com",
     )
     assert other.digest == plan.digest
+    assert other.files == plan.files
     assert other.image == f"127.0.0.1:5000/agents/golden:{plan.short}"
     assert other.network_mode == "host"
 
@@ -281,6 +285,16 @@ def test_bad_parameters(skill_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "not.pem").write_text("hello")
     with pytest.raises(UsageError, match="no PEM certificate"):
         compile(representative_spec(), base_dir=base, ca_files=[tmp_path / "not.pem"])
+    with pytest.raises(UsageError, match=r"pod_env\['GH_TOKEN'\] looks like a credential"):
+        compile(representative_spec(), base_dir=base, pod_env={"GH_TOKEN": "x"})
+    with pytest.raises(UsageError, match="looks like a credential"):
+        compile(
+            representative_spec(), base_dir=base, pod_env={"SETTING": "sk-ant-api03-abcdefghijklmnopqrstuv"}
+        )
+    with pytest.raises(UsageError, match="not an environment variable name"):
+        compile(representative_spec(), base_dir=base, pod_env={"1BAD": "x"})
+    with pytest.raises(UsageError, match="not a Google service account email"):
+        compile(representative_spec(), base_dir=base, gcp_service_account="agents")
 
 
 # --- hygiene ----------------------------------------------------------------------------------------
@@ -297,15 +311,26 @@ def test_import_is_light() -> None:
 
 
 def test_library_pins_satisfy_pyproject() -> None:
+    """Core pins = pyproject's dependencies; worker pins satisfy the ``sandbox`` extra."""
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
 
+    declared = [Requirement(r) for r in requires("harness-run") or []]
+    core = [r for r in declared if r.marker is None]
+    sandbox = {
+        r.name.lower(): r
+        for r in declared
+        if r.marker is not None and r.marker.evaluate({"extra": "sandbox"})
+    }
     pinned = {Requirement(r).name.lower(): Requirement(r) for r in pins.LIBRARY_REQUIREMENTS}
-    core = [Requirement(r) for r in requires("harness-run") or [] if "extra ==" not in r]
     assert sorted(pinned) == sorted(r.name.lower() for r in core)
-    for req in core:
-        (version,) = [s.version for s in pinned[req.name.lower()].specifier]
+    worker = {Requirement(r).name.lower(): Requirement(r) for r in pins.WORKER_REQUIREMENTS}
+    assert sorted(worker) == ["aiohttp", "google-cloud-storage"]
+    assert set(worker) <= set(sandbox)
+    checks = [*((r, pinned) for r in core), *((sandbox[n], worker) for n in worker)]
+    for req, pins_by_name in checks:
+        (version,) = [s.version for s in pins_by_name[req.name.lower()].specifier]
         assert req.specifier.contains(version), f"pin {version} of {req.name} violates {req.specifier}"
 
 

@@ -82,7 +82,8 @@ def _plan(tmp_path: Path, **overrides: Any) -> BuildPlan:
     skill = tmp_path / "skills" / "triage"
     skill.mkdir(parents=True, exist_ok=True)
     (skill / "SKILL.md").write_text("x\n")
-    params = {k: overrides.pop(k) for k in ("runtime_class", "pool_size", "namespace") if k in overrides}
+    names = ("runtime_class", "pool_size", "namespace", "pod_env", "gcp_service_account")
+    params = {k: overrides.pop(k) for k in names if k in overrides}
     return compile(representative_spec(**overrides), base_dir=tmp_path, **params)
 
 
@@ -130,7 +131,22 @@ def test_template_and_pool(tmp_path: Path) -> None:
     assert "env" not in container
     assert "envFrom" not in container
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["volumes"] == [{"name": "workspace", "emptyDir": {}}]
+    assert pod["volumes"][0] == {"name": "workspace", "emptyDir": {}}
+    # the worker: its port, readiness on /healthz, the pod's annotations as a file (token hash)
+    assert container["ports"] == [{"name": "worker", "containerPort": 8787, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 8787}
+    assert pod["volumes"][1] == {
+        "name": "podinfo",
+        "downwardAPI": {
+            "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+        },
+    }
+    assert {"name": "podinfo", "mountPath": "/etc/harness-run/podinfo", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    assert (k8s.WORKER_PORT, k8s.PODINFO_DIR) == (8787, "/etc/harness-run/podinfo")
+    assert k8s.ANNOTATION_TOKEN_SHA256 == "harness-run.dev/token-sha256"
+    assert k8s.ANNOTATION_WORKER_PORT == "harness-run.dev/worker-port"
     assert (
         "runtimeClassName"
         not in _plan(tmp_path, runtime_class=None).manifests[-2]["spec"]["podTemplate"]["spec"]
@@ -165,3 +181,27 @@ def test_a_typo_would_be_caught(tmp_path: Path) -> None:
     template["spec"]["podTemplate"]["spec"]["containers"][0]["resource"] = {}
     with pytest.raises(AssertionError, match="resource"):
         _validate(template)
+
+
+def test_pod_env_and_workload_identity(tmp_path: Path) -> None:
+    """Vertex AI without keys: the rendered pod env names the project/region (no secret) and the
+    engine's ServiceAccount carries the Workload Identity annotation; both validate, neither moves
+    the digest."""
+    env = {
+        "HARNESS_RUN_STORE": "gs://agents-history/prod",
+        "HARNESS_RUN_VERTEX_PROJECT": "my-project",
+        "HARNESS_RUN_VERTEX_REGION": "us-east5",
+    }
+    gsa = "agents@my-project.iam.gserviceaccount.com"
+    plan = _plan(tmp_path, network="none", pod_env=env, gcp_service_account=gsa)
+    for obj in plan.manifests:
+        _validate(obj)
+    by_kind = {m["kind"]: m for m in plan.manifests}
+    (container,) = by_kind["SandboxTemplate"]["spec"]["podTemplate"]["spec"]["containers"]
+    assert container["env"] == [{"name": k, "value": v} for k, v in sorted(env.items())]
+    account = by_kind["ServiceAccount"]
+    assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": gsa}
+    assert account["automountServiceAccountToken"] is False
+    assert plan.digest == _plan(tmp_path, network="none").digest
+    plain = {m["kind"]: m for m in _plan(tmp_path).manifests}["ServiceAccount"]
+    assert "annotations" not in plain["metadata"]

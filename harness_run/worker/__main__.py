@@ -1,0 +1,41 @@
+"""``python -m harness_run.worker``: the in-image worker (settings from the environment, see
+harness_run.worker). Exits 0 after SIGTERM (the running turn is stopped and stored), 2 on bad
+settings."""
+
+from __future__ import annotations
+
+import time
+
+_STARTED = time.monotonic()
+
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+from harness_run.errors import HarnessRunError  # noqa: E402
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=os.environ.get("HARNESS_RUN_WORKER_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from harness_run.worker._app import serve
+    from harness_run.worker._settings import WorkerSettings
+
+    try:
+        settings = WorkerSettings.from_env(os.environ)
+        asyncio.run(serve(settings, started=_STARTED))
+    except HarnessRunError as exc:
+        print(f"harness-run worker: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. the port is taken
+        print(f"harness-run worker: cannot serve: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

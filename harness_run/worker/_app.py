@@ -1,0 +1,324 @@
+"""The worker's HTTP server (aiohttp.web): routes, auth, the SSE event stream, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from harness_run._version import __version__
+from harness_run.errors import (
+    HarnessRunError,
+    SessionBusyError,
+    SessionNotFoundError,
+    UsageError,
+    redact,
+)
+from harness_run.events import AgentEvent, ResultEvent
+from harness_run.spec import AgentSpec
+from harness_run.worker._protocol import (
+    ErrorBody,
+    ExecRequest,
+    Health,
+    InterruptResponse,
+    SteerRequest,
+    SteerResponse,
+    TurnRequest,
+)
+from harness_run.worker._settings import WorkerSettings, open_history_store, token_matches
+from harness_run.worker._turns import TurnState, Worker
+
+__all__ = ["KEEPALIVE_INTERVAL", "make_app", "serve"]
+
+log = logging.getLogger("harness_run.worker")
+
+KEEPALIVE_INTERVAL = 10.0
+"""Seconds of silence after which the event stream sends an SSE comment (keeps proxies open)."""
+
+_WORKER: web.AppKey[Worker] = web.AppKey("worker", Worker)
+_SETTINGS: web.AppKey[WorkerSettings] = web.AppKey("settings", WorkerSettings)
+_SECRETS = "harness_run_secrets"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> web.Response:
+    body = ErrorBody(error=code, message=message, field=field)
+    return web.json_response(body.model_dump(exclude_none=True), status=status)
+
+
+def _json(model: BaseModel, status: int = 200) -> web.Response:
+    return web.Response(
+        text=model.model_dump_json(), status=status, content_type="application/json", charset="utf-8"
+    )
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Auth for every route but /healthz; our errors -> JSON with a status, secret values redacted."""
+    settings = request.app[_SETTINGS]
+    if request.path != "/healthz" and not token_matches(
+        request.headers.get("Authorization"), settings.expected_token_sha256()
+    ):
+        return _error(
+            401,
+            "unauthorized",
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the claim's token",
+        )
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except HarnessRunError as exc:
+        message = redact(str(exc), request.get(_SECRETS, []))
+        if isinstance(exc, SessionBusyError):
+            return _error(409, "session_busy", message)
+        if isinstance(exc, SessionNotFoundError):
+            return _error(404, "not_found", message)
+        if isinstance(exc, UsageError):
+            return _error(400, "bad_request", message)
+        log.error("%s %s failed: %s", request.method, request.path, message)
+        return _error(500, "internal", message)
+    except Exception as exc:
+        message = redact(f"{type(exc).__name__}: {exc}", request.get(_SECRETS, []))
+        # no traceback: its last line would repeat the unredacted message
+        log.error("%s %s failed unexpectedly: %s", request.method, request.path, message)
+        return _error(500, "internal", f"the worker failed: {message}")
+
+
+async def _body[M: BaseModel](request: web.Request, model: type[M]) -> M:
+    try:
+        data = await request.json()
+    except (ValueError, UnicodeDecodeError):
+        raise web.HTTPBadRequest(
+            text=ErrorBody(error="bad_request", message="the body is not JSON").model_dump_json(),
+            content_type="application/json",
+        ) from None
+    if isinstance(data, dict):
+        secrets = data.get("secrets")  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(secrets, dict):
+            request[_SECRETS] = [str(v) for v in secrets.values() if isinstance(v, str)]  # pyright: ignore[reportUnknownVariableType]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        text = ErrorBody(
+            error="bad_request",
+            message=f"{field or 'body'}: {first['msg']}; see harness_run.worker.{model.__name__}",
+            field=field,
+        ).model_dump_json(exclude_none=True)
+        raise web.HTTPBadRequest(text=text, content_type="application/json") from None
+
+
+# --- routes -------------------------------------------------------------------------------------
+
+
+async def _health(request: web.Request) -> web.Response:
+    worker, settings = request.app[_WORKER], request.app[_SETTINGS]
+    return _json(Health(version=__version__, digest=settings.digest, busy=worker.busy))
+
+
+async def _start_turn(request: web.Request) -> web.Response:
+    body = await _body(request, TurnRequest)
+    return _json(await request.app[_WORKER].start_turn(body))
+
+
+async def _turn_info(request: web.Request) -> web.Response:
+    return _json(request.app[_WORKER].get(request.match_info["turn_id"]).info())
+
+
+async def _steer(request: web.Request) -> web.Response:
+    body = await _body(request, SteerRequest)
+    worker = request.app[_WORKER]
+    delivered = await worker.steer(request.match_info["turn_id"], body.text, body.message_id)
+    return _json(SteerResponse(delivered=delivered))
+
+
+async def _interrupt(request: web.Request) -> web.Response:
+    interrupted = await request.app[_WORKER].interrupt(request.match_info["turn_id"])
+    return _json(InterruptResponse(interrupted=interrupted))
+
+
+async def _exec(request: web.Request) -> web.Response:
+    body = await _body(request, ExecRequest)
+    return _json(await request.app[_WORKER].exec(body))
+
+
+def _resume_point(request: web.Request) -> int:
+    raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "-1"
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"Last-Event-ID/after must be an event seq (an integer), not {raw!r}") from None
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    """SSE: every event after the resume point, live; the result only once the turn is stored."""
+    state = request.app[_WORKER].get(request.match_info["turn_id"])
+    after = _resume_point(request)
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
+    await response.prepare(request)
+    try:
+        async for event in _turn_events(state, after):
+            if event is None:
+                await response.write(b": keepalive\n\n")
+                continue
+            if isinstance(event, ResultEvent):
+                await state.finished.wait()  # stored (or failed) before it is served
+                if state.error is not None:
+                    break
+            frame = f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+            await response.write(frame.encode())
+            if isinstance(event, ResultEvent):
+                break
+        if state.error is not None:
+            data = json.dumps({"type": "worker-error", "message": state.error})
+            await response.write(f"event: worker-error\ndata: {data}\n\n".encode())
+    except ConnectionResetError:
+        return response  # the client went away; it resumes with Last-Event-ID
+    with contextlib.suppress(ConnectionResetError):
+        await response.write_eof()
+    return response
+
+
+async def _turn_events(state: TurnState, after: int) -> AsyncIterator[AgentEvent | None]:
+    """The turn's events with seq > ``after``, live; None after KEEPALIVE_INTERVAL of silence."""
+    stream = aiter(state.run)
+    pending: asyncio.Future[AgentEvent] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(stream))
+            done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_INTERVAL)
+            if not done:
+                yield None
+                continue
+            try:
+                event = pending.result()
+            except StopAsyncIteration:
+                return
+            except Exception as exc:  # the turn task failed: _drive records why
+                log.debug("event stream of turn %s ended: %s", state.turn_id, type(exc).__name__)
+                await state.finished.wait()
+                return
+            finally:
+                pending = None
+            if event.seq > after:
+                yield event
+    finally:
+        if pending is not None:
+            pending.cancel()
+        with contextlib.suppress(Exception):
+            await stream.aclose()  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# --- app and server -----------------------------------------------------------------------------
+
+
+def make_app(worker: Worker, settings: WorkerSettings) -> web.Application:
+    app = web.Application(middlewares=[_guard], client_max_size=16 * 1024 * 1024)
+    app[_WORKER] = worker
+    app[_SETTINGS] = settings
+    app.router.add_get("/healthz", _health)
+    app.router.add_post("/v1/turns", _start_turn)
+    app.router.add_get("/v1/turns/{turn_id}", _turn_info)
+    app.router.add_get("/v1/turns/{turn_id}/events", _events)
+    app.router.add_post("/v1/turns/{turn_id}/steer", _steer)
+    app.router.add_post("/v1/turns/{turn_id}/interrupt", _interrupt)
+    app.router.add_post("/v1/exec", _exec)
+    return app
+
+
+def load_spec(settings: WorkerSettings) -> AgentSpec:
+    try:
+        data: Any = json.loads(settings.spec_path.read_text())
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read the spec at {settings.spec_path} ({exc.strerror or exc}); set HARNESS_RUN_SPEC "
+            "to the compiled spec.json"
+        ) from None
+    except ValueError:
+        raise UsageError(f"{settings.spec_path} is not JSON; point HARNESS_RUN_SPEC at spec.json") from None
+    return AgentSpec.from_dict(data, source=str(settings.spec_path))
+
+
+async def serve(
+    settings: WorkerSettings, *, ready: Callable[[int], None] | None = None, started: float | None = None
+) -> None:
+    """Serve until SIGTERM/SIGINT; then stop the running turn (its result is stored) and return.
+
+    ``started``: ``time.monotonic()`` at process start, for the "ready in" log line."""
+    started = time.monotonic() if started is None else started
+    imported = time.monotonic() - started
+    spec = load_spec(settings)
+    store = await asyncio.to_thread(open_history_store, settings.store_url)
+    worker = Worker(spec, store, settings.workdir, image_root=settings.image_root)
+    _warm_up()
+    runner = web.AppRunner(
+        make_app(worker, settings), handle_signals=False, access_log=None, shutdown_timeout=3.0
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    await site.start()
+    port = _bound_port(runner, settings.port)
+    log.info(
+        "harness-run worker %s for engine %r listening on %s:%d (ready in %.2f s, imports %.2f s)",
+        __version__,
+        spec.name,
+        settings.host,
+        port,
+        time.monotonic() - started,
+        imported,
+    )
+    if ready is not None:
+        ready(port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        log.info("shutting down")
+        await worker.shutdown()
+        await asyncio.sleep(0.2)  # let open event streams send the result
+    finally:
+        await runner.cleanup()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(store.close)
+    log.info("stopped (pid %d)", os.getpid())
+
+
+def _bound_port(runner: web.AppRunner, default: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:  # pyright: ignore[reportUnknownArgumentType]
+            return int(address[1])  # pyright: ignore[reportUnknownArgumentType]
+    return default
+
+
+def _warm_up() -> None:
+    """Build the pydantic schemas of the request path before reporting ready."""
+    from harness_run import events
+    from harness_run.worker import _protocol as protocol
+
+    for model in (
+        protocol.TurnRequest,
+        protocol.TurnInfo,
+        protocol.Health,
+        protocol.ExecRequest,
+        protocol.ExecResponse,
+        events.UserEvent,
+        events.ResultEvent,
+    ):
+        model.model_rebuild(force=True)

@@ -1,0 +1,115 @@
+"""The worker's wire protocol: JSON bodies of ``python -m harness_run.worker`` (pydantic v2).
+
+Routes (every one but ``GET /healthz`` needs ``Authorization: Bearer <token>``):
+
+- ``GET /healthz`` -> :class:`Health`
+- ``POST /v1/turns`` :class:`TurnRequest` -> :class:`TurnInfo` (idempotent by ``turn_id``)
+- ``GET /v1/turns/{turn_id}`` -> :class:`TurnInfo`
+- ``GET /v1/turns/{turn_id}/events`` -> SSE (``id: <seq>``, ``event: <type>``, ``data: <json>``);
+  resume with ``Last-Event-ID`` or ``?after=<seq>``; ends after the ``result`` event
+- ``POST /v1/turns/{turn_id}/steer`` :class:`SteerRequest` -> :class:`SteerResponse`
+- ``POST /v1/turns/{turn_id}/interrupt`` -> :class:`InterruptResponse`
+- ``POST /v1/exec`` :class:`ExecRequest` -> :class:`ExecResponse`
+
+Errors are :class:`ErrorBody` with the HTTP status: 400 bad body (``field`` names it), 401 auth,
+404 unknown turn/session, 409 ``session_busy``, 500 anything else (message redacted).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ErrorBody",
+    "ExecRequest",
+    "ExecResponse",
+    "Health",
+    "InterruptResponse",
+    "SteerRequest",
+    "SteerResponse",
+    "TurnInfo",
+    "TurnRequest",
+    "TurnStatus",
+]
+
+TurnStatus = Literal["running", "completed", "failed"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class Health(_Body):
+    status: Literal["ok"] = "ok"
+    version: str
+    digest: str | None = None
+    busy: bool = False
+
+
+class TurnRequest(_Body):
+    """Start the next turn of a session whose record is already in the store."""
+
+    turn_id: str = Field(min_length=1, max_length=200)
+    session_id: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1)
+    secrets: dict[str, str] = Field(default_factory=dict[str, str])
+    turn_config: dict[str, Any] | None = None
+    turn: int | None = None
+    """The turn number the client reserved; refused (409) when the session is elsewhere by now."""
+
+    def __repr__(self) -> str:  # never show secret values
+        return (
+            f"TurnRequest(turn_id={self.turn_id!r}, session_id={self.session_id!r}, "
+            f"secrets={sorted(self.secrets)})"
+        )
+
+    __str__ = __repr__
+
+
+class TurnInfo(_Body):
+    turn_id: str
+    session_id: str
+    turn: int
+    status: TurnStatus
+
+
+class SteerRequest(_Body):
+    text: str = Field(min_length=1)
+    message_id: str | None = None
+    """Steers with the same id are delivered once (a client may retry safely)."""
+
+
+class SteerResponse(_Body):
+    delivered: bool
+
+
+class InterruptResponse(_Body):
+    interrupted: bool
+
+
+class ExecRequest(_Body):
+    session_id: str = Field(min_length=1)
+    command: str = Field(min_length=1)
+    timeout: float = Field(default=120.0, gt=0, le=3600)
+    secrets: dict[str, str] = Field(default_factory=dict[str, str])
+
+    def __repr__(self) -> str:
+        return f"ExecRequest(session_id={self.session_id!r}, secrets={sorted(self.secrets)})"
+
+    __str__ = __repr__
+
+
+class ExecResponse(_Body):
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool = False
+
+
+class ErrorBody(_Body):
+    error: str
+    """A short code: ``bad_request``, ``unauthorized``, ``not_found``, ``session_busy``, ``internal``."""
+    message: str
+    field: str | None = None

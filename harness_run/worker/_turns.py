@@ -1,0 +1,382 @@
+"""The worker's state: one local engine over the shared history store, one turn at a time.
+
+Each turn re-attaches to its session from the store (``LocalEngine.get_session``) and runs it with
+the local runtime's code path. While it runs, new events go to the store every ``FLUSH_INTERVAL``
+seconds (``run.flushed`` tells the engine's end-of-turn write where to continue); the engine itself
+writes the result, the turn record and the session record before the turn counts as finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness_run.errors import (
+    HarnessRunError,
+    SessionBusyError,
+    SessionNotFoundError,
+    UsageError,
+    redact,
+)
+from harness_run.runtime import Run, Session
+from harness_run.runtime._secrets import secret_values
+from harness_run.runtime.local import LocalEngine
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.spec import AgentSpec, LocalSkill, TurnConfig, effective_spec
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnRecord
+from harness_run.worker._protocol import ExecRequest, ExecResponse, TurnInfo, TurnRequest
+from harness_run.worker._vertex import vertex_env
+
+__all__ = ["FLUSH_INTERVAL", "TurnState", "Worker", "WorkerStore", "image_spec"]
+
+log = logging.getLogger("harness_run.worker")
+
+FLUSH_INTERVAL = 0.25
+"""Seconds between mid-turn event flushes to the store (the contract: at most 0.5 s)."""
+
+_TURN_MARKER = ".worker-turns"
+
+
+class WorkerStore:
+    """The history store as the worker uses it: everything passes through, except that the local
+    engine's own engine record is not written (the deployer wrote the engine's record)."""
+
+    def __init__(self, inner: HistoryStore) -> None:
+        self.inner = inner
+
+    def put_engine(self, record: EngineRecord) -> None:
+        return None
+
+    def get_engine(self, name: str, version: str | None = None) -> EngineRecord | None:
+        return self.inner.get_engine(name, version)
+
+    def list_engines(self, name: str | None = None) -> list[EngineRecord]:
+        return self.inner.list_engines(name)
+
+    def delete_engine(self, name: str, version: str) -> None:
+        self.inner.delete_engine(name, version)
+
+    def put_session(self, record: SessionRecord) -> None:
+        self.inner.put_session(record)
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        return self.inner.get_session(session_id)
+
+    def update_session(self, session_id: str, update: SessionUpdate) -> SessionRecord | None:
+        return self.inner.update_session(session_id, update)
+
+    def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
+        return self.inner.list_sessions(engine)
+
+    def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
+        self.inner.reserve_turn(session_id, turn, holder)
+
+    def put_turn(self, record: TurnRecord) -> None:
+        self.inner.put_turn(record)
+
+    def list_turns(self, session_id: str) -> list[TurnRecord]:
+        return self.inner.list_turns(session_id)
+
+    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
+        self.inner.append_events(session_id, turn, events)
+
+    def read_events(
+        self, session_id: str, turn: int | None = None, *, after_seq: int = -1
+    ) -> list[dict[str, Any]]:
+        return self.inner.read_events(session_id, turn, after_seq=after_seq)
+
+    def put_blob(self, data: bytes) -> str:
+        return self.inner.put_blob(data)
+
+    def get_blob(self, key: str) -> bytes | None:
+        return self.inner.get_blob(key)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def image_spec(spec: AgentSpec, root: Path | None) -> AgentSpec:
+    """The spec as the worker runs it inside the compiled image (``root`` = ``$HARNESS_RUN_ROOT``).
+
+    - ``checkpoint`` on: sandboxes come and go, so every turn leaves a snapshot to resume from;
+    - skills from the image's staged copies (``<root>/skills/<name>/``), not their build-time
+      sources (a local path of the build machine, a git URL the sandbox may not reach);
+    - no ``packages``: the image installed them into its own environment (on ``PATH``).
+    """
+    update: dict[str, Any] = {"checkpoint": True}
+    if root is not None:
+        staged = root / "skills"
+        if spec.skills and all((staged / s.staged_name).is_dir() for s in spec.skills):
+            update["skills"] = tuple(
+                LocalSkill(path=str(staged / s.staged_name), name=s.staged_name) for s in spec.skills
+            )
+        if spec.packages and (root / "requirements" / "agent.txt").is_file():
+            update["packages"] = ()
+    return spec.model_copy(update=update)
+
+
+@dataclass
+class TurnState:
+    """One turn this worker started (kept for idempotent retries and stream re-attach)."""
+
+    turn_id: str
+    session: Session
+    run: Run
+    secrets: list[str]
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    error: str | None = None
+    steers: dict[str, bool] = field(default_factory=dict[str, bool])
+    task: asyncio.Task[None] | None = None
+
+    def info(self) -> TurnInfo:
+        if self.error is not None:
+            status = "failed"
+        elif not self.finished.is_set():
+            status = "running"
+        else:
+            status = self.run.status
+            status = "failed" if status == "running" else status
+        return TurnInfo(
+            turn_id=self.turn_id, session_id=self.run.session_id, turn=self.run.turn, status=status
+        )
+
+
+class Worker:
+    """Turns, steering, exec, shutdown. Safe to use from one event loop."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        store: HistoryStore,
+        workdir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        image_root: Path | None = None,
+    ) -> None:
+        self.spec = image_spec(spec, image_root)
+        self.store = WorkerStore(store)
+        self.workdir = workdir
+        self.env = dict(os.environ if env is None else env)
+        self.turns: dict[str, TurnState] = {}
+        self.current: TurnState | None = None
+        self.closing = False
+        self._start_lock = asyncio.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None and not self.current.finished.is_set()
+
+    def _engine(self) -> LocalEngine:
+        return LocalEngine(self.spec, workdir=self.workdir, store=self.store)
+
+    # --- turns ------------------------------------------------------------------------------
+
+    async def start_turn(self, request: TurnRequest) -> TurnInfo:
+        async with self._start_lock:
+            existing = self.turns.get(request.turn_id)
+            if existing is not None:
+                if existing.run.session_id != request.session_id:
+                    raise UsageError(
+                        f"turn_id {request.turn_id!r} was already used for another session; "
+                        "use a fresh turn_id for every turn"
+                    )
+                return existing.info()
+            if self.closing:
+                raise SessionBusyError("this worker is shutting down; start the turn on another sandbox")
+            if self.busy and self.current is not None:
+                raise SessionBusyError(
+                    f"this worker is running turn {self.current.run.turn} of session "
+                    f"{self.current.run.session_id}; wait for it (or interrupt it) and start the next one"
+                )
+            state = await self._begin(request)
+            self.turns[request.turn_id] = state
+            self.current = state
+            state.task = asyncio.get_running_loop().create_task(self._drive(state))
+            log.info(
+                "turn %s started: session %s turn %d", request.turn_id, request.session_id, state.run.turn
+            )
+            return state.info()
+
+    async def _begin(self, request: TurnRequest) -> TurnState:
+        record = await asyncio.to_thread(self.store.get_session, request.session_id)
+        if record is None or record.engine != self.spec.name:
+            raise SessionNotFoundError(
+                f"no session {request.session_id!r} of engine {self.spec.name!r} in the history store; "
+                "write the session record before starting its turn"
+            )
+        if request.turn is not None and request.turn != record.turns + 1:
+            raise SessionBusyError(
+                f"session {request.session_id} has {record.turns} finished turns, so the next is "
+                f"{record.turns + 1}, not {request.turn}; re-read the session and retry"
+            )
+        await asyncio.to_thread(self._drop_stale_workspace, record)
+        engine = self._engine()
+        session = engine.get_session(request.session_id)
+        turn_config = TurnConfig.from_dict(request.turn_config) if request.turn_config else None
+        spec = effective_spec(engine.spec, session.config, turn_config)
+        secrets = dict(request.secrets)
+        secrets.update(
+            vertex_env(self.env, harness=spec.harness, secrets=secrets, model_base_url=spec.model_base_url)
+        )
+        run = session.run(request.prompt, secrets=secrets, config=turn_config)  # checks secrets, config
+        return TurnState(turn_id=request.turn_id, session=session, run=run, secrets=secret_values(secrets))
+
+    def _drop_stale_workspace(self, record: SessionRecord) -> None:
+        """A local copy of the session older than the store's (another sandbox ran turns since) is
+        removed, so the engine restores workspace and transcript from the latest snapshot."""
+        root = self.workdir / "sessions" / record.session_id
+        if not root.exists():
+            return
+        marker = root / _TURN_MARKER
+        try:
+            local_turns = int(marker.read_text().strip())
+        except (OSError, ValueError):
+            local_turns = -1
+        if local_turns != record.turns and record.snapshot is not None:
+            log.info("session %s: local copy is stale, restoring from the snapshot", record.session_id)
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _restore_for_exec(self, record: SessionRecord) -> None:
+        """``exec`` on a sandbox that has not run this session yet sees the latest workspace."""
+        self._drop_stale_workspace(record)
+        paths = SessionPaths(self.workdir / "sessions" / record.session_id)
+        snapshot = record.snapshot
+        if paths.workspace.exists() or snapshot is None or not snapshot.workspace:
+            return
+        data = self.store.get_blob(snapshot.workspace)
+        if data is None:
+            return
+        Workspaces.restore(data, paths.workspace)
+        paths.setup_marker.write_text("restored\n")
+        (paths.root / _TURN_MARKER).write_text(f"{record.turns}\n")
+
+    async def _drive(self, state: TurnState) -> None:
+        run = state.run
+        flusher = asyncio.get_running_loop().create_task(self._flush_loop(state))
+        try:
+            result = await run.wait()
+            log.info(
+                "turn %s finished: %s%s",
+                state.turn_id,
+                result.stop_reason,
+                " (error)" if result.is_error else "",
+            )
+        except asyncio.CancelledError:
+            state.error = "the turn was cancelled by the worker's shutdown"
+        except Exception as exc:  # the turn task failed outside the harness (e.g. the store)
+            state.error = redact(f"{type(exc).__name__}: {exc}", state.secrets)
+            log.error("turn %s failed: %s", state.turn_id, state.error)
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await flusher
+            marker = self.workdir / "sessions" / run.session_id / _TURN_MARKER
+            with contextlib.suppress(OSError):
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(f"{state.session.record.turns}\n")
+            state.finished.set()
+
+    async def _flush_loop(self, state: TurnState) -> None:
+        run = state.run
+        while not run.done:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            events = run.events
+            end = len(events)
+            if events and events[-1].type == "result":
+                end -= 1  # the engine writes the result itself, after the turn record
+            start = run.flushed
+            if end <= start:
+                continue
+            batch = [e.model_dump(mode="json") for e in events[start:end]]
+            try:
+                await asyncio.to_thread(self.store.append_events, run.session_id, run.turn, batch)
+            except HarnessRunError as exc:
+                log.warning("turn %s: flushing events failed, retrying: %s", state.turn_id, exc)
+                continue
+            run.flushed = max(run.flushed, end)
+
+    # --- steering -----------------------------------------------------------------------------
+
+    def get(self, turn_id: str) -> TurnState:
+        state = self.turns.get(turn_id)
+        if state is None:
+            raise SessionNotFoundError(
+                f"this worker has no turn {turn_id!r}; start it with POST /v1/turns (a restarted "
+                "worker forgets its turns: read the history from the store)"
+            )
+        return state
+
+    async def steer(self, turn_id: str, text: str, message_id: str | None) -> bool:
+        state = self.get(turn_id)
+        if message_id is not None and message_id in state.steers:
+            return state.steers[message_id]
+        delivered = await state.run.steer(text, message_id)
+        if message_id is not None:
+            state.steers[message_id] = delivered
+        return delivered
+
+    async def interrupt(self, turn_id: str) -> bool:
+        state = self.get(turn_id)
+        if state.finished.is_set() or state.run.done:
+            return False
+        await state.session.interrupt()
+        await state.finished.wait()
+        return True
+
+    # --- exec -----------------------------------------------------------------------------------
+
+    async def exec(self, request: ExecRequest) -> ExecResponse:
+        current = self.current
+        if current is not None and current.run.session_id == request.session_id:
+            session = current.session
+        else:
+            record = await asyncio.to_thread(self.store.get_session, request.session_id)
+            if record is None or record.engine != self.spec.name:
+                raise SessionNotFoundError(
+                    f"no session {request.session_id!r} of engine {self.spec.name!r} in the history store"
+                )
+            await asyncio.to_thread(self._restore_for_exec, record)
+            session = self._engine().get_session(request.session_id)
+        started = time.monotonic()
+        try:
+            result = await session.exec(request.command, secrets=request.secrets, timeout=request.timeout)
+        except TimeoutError:
+            return ExecResponse(
+                exit_code=124,
+                stdout="",
+                stderr=f"the command timed out after {request.timeout:g} s and was stopped",
+            )
+        log.info(
+            "exec in session %s: exit %d in %.2f s",
+            request.session_id,
+            result.exit_code,
+            time.monotonic() - started,
+        )
+        return ExecResponse(
+            exit_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            truncated=bool(getattr(result, "truncated", False)),
+        )
+
+    # --- shutdown -------------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Refuse new turns, stop the running one (its result is stored), wait for it."""
+        self.closing = True
+        state = self.current
+        if state is None or state.finished.is_set():
+            return
+        log.info("stopping turn %s for shutdown", state.turn_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(state.session.interrupt(), grace)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.finished.wait(), grace)
