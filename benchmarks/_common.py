@@ -143,3 +143,75 @@ def report(label: str, values: list[float], unit: str = "s") -> None:
         f"{label}: median {median(values):.3f} {unit}  min {min(values):.3f}  max {max(values):.3f}  "
         f"(n={len(values)})"
     )
+
+
+# --- every harness, with the flags harness-run uses ----------------------------------------------
+
+HARNESS_MODELS = {"claude-code": MODEL, "codex": "gpt-5.6-luna", "opencode": "openai/gpt-5.1"}
+
+
+def harness_secrets(harness: str, url: str) -> dict[str, str]:
+    """The run's endpoint and a dummy key for ``harness`` against the scripted model at ``url``."""
+    if harness == "claude-code":
+        return {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "bench"}
+
+
+def driver_turn(harness: str, url: str, prompt: str) -> float:
+    """One turn of the bare CLI with exactly the argv, environment, config files and stdin that
+    harness-run would use (its driver's launch plan, prepared before the clock starts); seconds."""
+    import uuid
+
+    from harness_run import AgentSpec
+    from harness_run.harness import TurnContext, get_driver
+    from harness_run.runtime._secrets import agent_env
+
+    spec = AgentSpec(name="bench", harness=harness, model=HARNESS_MODELS[harness])  # type: ignore[arg-type]
+    root = scratch("plan-")
+    home, workspace = root / "home", root / "workspace"
+    home.mkdir()
+    workspace.mkdir()
+    env = agent_env(spec, harness_secrets(harness, url), home=str(home), path_prefix=[])
+    ctx = TurnContext(
+        spec=spec,
+        prompt=prompt,
+        session_id=str(uuid.uuid4()),
+        turn=1,
+        workspace=workspace,
+        home=home,
+        env=env,
+        resume=False,
+    )
+    driver = get_driver(harness)
+    plan = driver.launch(ctx)
+    for path, text in plan.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    parser = driver.parser(ctx)
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        plan.argv,
+        env=plan.env,
+        cwd=workspace,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdin.write(plan.stdin or b"")
+    proc.stdin.flush()
+    if not plan.keep_stdin_open:
+        proc.stdin.close()
+    for raw in proc.stdout:  # as harness-run does: stdin stays open (steering) until the result
+        parser.feed(raw.decode(errors="replace"))
+        if parser.finished and not proc.stdin.closed:
+            proc.stdin.close()
+    stderr = proc.stderr.read()
+    proc.wait()
+    elapsed = time.perf_counter() - start
+    result = parser.finish(proc.returncode, stderr.decode(errors="replace")[-2000:])
+    if result.is_error:
+        raise SystemExit(f"bare {harness} turn failed: {result.error}")
+    return elapsed

@@ -1,12 +1,16 @@
-"""Turn overhead: the same scripted turn through the bare `claude` CLI and through harness-run.
+"""Turn overhead: the same scripted turn through the bare harness CLI and through harness-run.
 
-Alternates the two, ROUNDS times each (after one warm-up), and prints medians and ratios for:
-  1. a turn inside a running Python process (`await session.run(...)`) vs the bare CLI turn;
+Alternates the two, ROUNDS times each (after one warm-up), and prints medians and ratios. For every
+harness (Claude Code, Codex, OpenCode):
+  0. a turn inside a running Python process (`await session.run(...)`) vs the bare CLI run with
+     the same flags, environment and config files (the driver's launch plan, prepared up front);
+and for Claude Code also:
+  1. the in-process turn vs a plain `claude -p PROMPT` turn;
   2. a whole fresh process (`harness-run run SPEC PROMPT --json`, start to exit) vs the bare CLI;
   3. a two-turn session (run + send) vs the CLI's `-p` + `--resume`;
 and the client's peak RSS (the Python process only: the model server runs in its own process).
 
-    python benchmarks/turn_overhead.py [--rounds N]
+    python benchmarks/turn_overhead.py [--rounds N] [--harness NAME ...] [--opencode-rounds N]
 """
 
 from __future__ import annotations
@@ -22,7 +26,18 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, REPO, bare_cli_turn, median, report, scratch, scripted_model
+from _common import (
+    HARNESS_MODELS,
+    MODEL,
+    REPO,
+    bare_cli_turn,
+    driver_turn,
+    harness_secrets,
+    median,
+    report,
+    scratch,
+    scripted_model,
+)
 
 PROMPT = "write out.txt"
 
@@ -59,6 +74,28 @@ async def in_process(url: str, rounds: int) -> tuple[list[float], list[float], l
     engine.close()
     # drop the warm-up round
     return bare[1:], ours[1:], bare2[1:], ours2[1:]
+
+
+async def same_flags(harness: str, url: str, rounds: int) -> tuple[list[float], list[float]]:
+    """The bare CLI with harness-run's own flags vs ``await session.run()``, alternating."""
+    from harness_run import AgentSpec, local
+
+    spec = AgentSpec(name="bench", harness=harness, model=HARNESS_MODELS[harness])  # type: ignore[arg-type]
+    engine = local.deploy(spec, workdir=scratch("hr-bench-wd-"))
+    secrets = harness_secrets(harness, url)
+    bare, ours = [], []
+    for i in range(rounds + 1):
+        for order in (0, 1) if i % 2 else (1, 0):
+            if order == 0:
+                bare.append(await asyncio.to_thread(driver_turn, harness, url, PROMPT))
+            else:
+                session = engine.start_session()
+                start = time.perf_counter()
+                result = await session.run(PROMPT, secrets=secrets)
+                ours.append(time.perf_counter() - start)
+                assert not result.is_error, result.error
+    engine.close()
+    return bare[1:], ours[1:]
 
 
 def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], float]:
@@ -103,9 +140,27 @@ def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], floa
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--opencode-rounds", type=int, default=3, help="OpenCode turns take seconds")
+    parser.add_argument("--harness", action="append", choices=list(HARNESS_MODELS), help="default: all")
     args = parser.parse_args()
+    harnesses = list(dict.fromkeys(args.harness or HARNESS_MODELS))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "harness_run")], check=False)
+    ratios: dict[str, float] = {}
     with scripted_model() as url:
+        for harness in harnesses:
+            rounds = args.opencode_rounds if harness == "opencode" else args.rounds
+            bare, ours = asyncio.run(same_flags(harness, url, rounds))
+            print(f"[{harness}] rounds: {rounds} (after one warm-up), alternating")
+            report(f"[{harness}] bare CLI turn, harness-run's flags", bare)
+            report(f"[{harness}] harness-run turn, in process", ours)
+            ratios[harness] = median(ours) / median(bare)
+            print(f"[{harness}] ratio in-process / bare same flags: {ratios[harness]:.3f}  (aim <= 1.05)")
+        if "claude-code" not in harnesses:
+            print(
+                "summary, in-process / bare same flags: "
+                + ", ".join(f"{h} {r:.3f}" for h, r in ratios.items())
+            )
+            return
         bare, ours, bare2, ours2 = asyncio.run(in_process(url, args.rounds))
         rss_in = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         fbare, fours, rss_fresh = fresh_process(url, args.rounds)
@@ -121,6 +176,10 @@ def main() -> None:
     print(f"ratio two-turn / bare: {median(ours2) / median(bare2):.3f}  (aim <= 1.05)")
     print(f"client peak RSS, in process: {rss_in:.1f} MB  (aim <= 60)")
     print(f"client peak RSS, fresh `harness-run run`: {rss_fresh:.1f} MB  (aim <= 60)")
+    print(
+        "summary, in-process / bare with the same flags: "
+        + ", ".join(f"{h} {r:.3f}" for h, r in ratios.items())
+    )
 
 
 if __name__ == "__main__":

@@ -130,6 +130,9 @@ class UserEvent(_Event):
 
     type: Literal["user"] = "user"
     text: str
+    message_id: str | None = None
+    """The caller's id for this message (``session.send(..., message_id=)``): a message is delivered
+    once per id."""
 
 
 class MessageEvent(_Event):

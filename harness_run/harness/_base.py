@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from harness_run.events import AgentEvent, RunResult
+from harness_run.errors import UsageError
+from harness_run.events import AgentEvent, RunResult, StopReason
 from harness_run.spec import AgentSpec
 
 __all__ = [
@@ -16,9 +17,11 @@ __all__ = [
     "JsonLinesParser",
     "LaunchPlan",
     "LineParser",
+    "StopRequest",
     "TurnContext",
     "as_dict",
     "as_dicts",
+    "refuse",
 ]
 
 
@@ -64,6 +67,26 @@ class LaunchPlan:
     """Config files to write before launch (absolute path -> text)."""
 
 
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """A parser's request to stop the turn now (a limit the CLI cannot enforce itself was reached)."""
+
+    reason: StopReason
+    message: str
+
+
+def refuse(harness: str, problems: list[tuple[str, str]]) -> None:
+    """Raise one :class:`UsageError` listing every ``(field, why)`` the harness cannot honour."""
+    if not problems:
+        return
+    lines = "\n".join(f"  - {field}: {why}" for field, why in problems)
+    fields = ", ".join(dict.fromkeys(field for field, _ in problems))
+    raise UsageError(
+        f"the {harness} harness cannot honour {fields}:\n{lines}\n"
+        f"remove them for {harness} sessions (e.g. SessionConfig/TurnConfig overrides) or use another harness"
+    )
+
+
 class LineParser(Protocol):
     """Stateful translation of one turn's stdout lines into events and a result."""
 
@@ -76,6 +99,12 @@ class LineParser(Protocol):
         """True once the harness has reported its final result for the turn."""
         ...
 
+    @property
+    def stop_request(self) -> StopRequest | None:
+        """Set once the turn must be stopped (``max_turns``/``max_budget`` watched by the parser):
+        the process then stops the CLI's process group and the result gets this stop reason."""
+        ...
+
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The turn's result once the process has ended (or was stopped)."""
         ...
@@ -85,6 +114,9 @@ class HarnessDriver(Protocol):
     """One harness CLI. Contract:
 
     - ``locate()`` returns the binary path or raises ``HarnessNotFoundError`` saying how to install it;
+    - ``check(spec)`` raises ``UsageError`` naming every field of the (effective) spec this harness
+      cannot honour — before anything starts; nothing is silently ignored. ``launch`` checks too;
+    - ``steering`` says whether ``steer()`` can deliver a message into a running turn;
     - ``launch(ctx)`` is pure: argv, env and config files for the turn (no secret values in argv);
     - ``parser(ctx)`` returns a fresh ``LineParser`` for the turn;
     - ``steer(text)`` returns the bytes to write to stdin to add a user message mid-turn, or None;
@@ -94,8 +126,11 @@ class HarnessDriver(Protocol):
     """
 
     name: str
+    steering: bool
 
     def locate(self, override: str | None = None) -> str: ...
+
+    def check(self, spec: AgentSpec) -> None: ...
 
     def launch(self, ctx: TurnContext) -> LaunchPlan: ...
 
@@ -119,6 +154,11 @@ class JsonLinesParser:
 
     def __init__(self) -> None:
         self.unparsed: list[str] = []
+        self._stop: StopRequest | None = None
+
+    @property
+    def stop_request(self) -> StopRequest | None:
+        return self._stop
 
     def feed(self, line: str) -> list[AgentEvent]:
         try:

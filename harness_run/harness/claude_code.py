@@ -27,6 +27,7 @@ from harness_run.events import (
 from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import claude_files
 from harness_run.harness._locate import BinarySource
+from harness_run.spec import AgentSpec
 
 __all__ = ["ClaudeCodeDriver"]
 
@@ -68,9 +69,13 @@ _SOURCE = BinarySource(
 
 class ClaudeCodeDriver:
     name = "claude-code"
+    steering = True
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)
+
+    def check(self, spec: AgentSpec) -> None:
+        """Claude Code honours every spec field (tools, limits, budget, effort, schema) natively."""
 
     def config_dir(self, ctx: TurnContext) -> Path:
         return ctx.home / ".claude"
@@ -163,6 +168,23 @@ def _text_of(content: Any) -> str:
         parts = [str(item.get("text", "")) for item in content if isinstance(item, dict)]
         return "\n".join(p for p in parts if p)
     return "" if content is None else json.dumps(content)
+
+
+def _model_usage(raw: Any) -> Usage:
+    """The result's ``modelUsage`` (per model, camelCase) summed: Claude Code leaves ``usage`` at 0
+    when it stops a turn for its budget, but still counts here."""
+    total = Usage()
+    for entry in raw.values() if isinstance(raw, dict) else ():
+        if isinstance(entry, dict):
+            total += _usage(
+                {
+                    "input_tokens": entry.get("inputTokens"),
+                    "output_tokens": entry.get("outputTokens"),
+                    "cache_read_input_tokens": entry.get("cacheReadInputTokens"),
+                    "cache_creation_input_tokens": entry.get("cacheCreationInputTokens"),
+                }
+            )
+    return total
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -302,15 +324,22 @@ class _ClaudeParser(JsonLinesParser):
         if is_error or stop != "completed":
             error = text or (" ".join(map(str, errors)) if isinstance(errors, list) else subtype)
         cost = data.get("total_cost_usd")
+        usage = _usage(data.get("usage"))
+        if usage.total_tokens == 0:  # a budget stop: the totals are only in modelUsage (or per message)
+            usage = _model_usage(data.get("modelUsage"))
+            if usage.total_tokens == 0:
+                usage = sum(self._message_usage.values(), Usage())
+        # model responses, as on every harness (the CLI counts a max_turns stop's refused call too)
+        turns = len(self._message_usage) or int(data.get("num_turns") or 0)
         return RunResult(
             text=text,
             structured_output=data.get("structured_output"),
             is_error=is_error or stop == "error",
             error=error,
             stop_reason=stop,
-            num_turns=int(data.get("num_turns") or 0),
+            num_turns=turns,
             cost_usd=float(cost) if isinstance(cost, int | float) else None,
-            usage=_usage(data.get("usage")),
+            usage=usage,
             duration_s=float(data.get("duration_ms") or 0) / 1000,
             **base,
         )

@@ -15,9 +15,16 @@ message after Codex's prompt, ``model_instructions_file`` replaces that prompt (
 is ignored); skills are found in ``$CODEX_HOME/skills/<name>/SKILL.md``; ``turn.completed.usage`` is
 cumulative over the thread (and misses stopped turns), so a turn's usage is the sum of the
 ``token_usage_record`` lines (one per model response) its rollout gained, which also give
-``num_turns``. Not enforced (Codex has no such options; listed under ``unenforced`` in the
-``started`` event): ``max_turns``, ``max_budget_usd``, ``allowed_tools``, and ``disallowed_tools``
-other than ``web_search``/``WebSearch`` and ``mcp__<server>__<tool>``.
+``num_turns``.
+
+Codex has no ``max_turns`` or budget options: :class:`TurnLimits` watches the rollout's usage records
+(each written before the response's tool calls start) and stops the process group — the budget as
+soon as the priced cost passes it, ``max_turns`` once the N-th response's tools have run. Refused
+before launch (:meth:`CodexDriver.check`), never silently ignored: ``allowed_tools`` (Codex has no
+allow list), ``disallowed_tools`` other than ``web_search``/``WebSearch`` and
+``mcp__<server>__<tool>`` of the spec's servers, a budget for a model the price table does not know.
+There is no steering (``codex exec`` reads its prompt once). Model ids ``openrouter/<vendor>/<model>``
+are sent as ``<vendor>/<model>``.
 """
 
 from __future__ import annotations
@@ -37,14 +44,32 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext, as_dict, as_dicts
+from harness_run.harness._base import (
+    JsonLinesParser,
+    LaunchPlan,
+    LineParser,
+    TurnContext,
+    as_dict,
+    as_dicts,
+    refuse,
+)
 from harness_run.harness._files import codex_files
+from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
+from harness_run.runtime._pricing import rates, unknown_cost_event
+from harness_run.spec import AgentSpec
 
 __all__ = ["CodexDriver"]
 
 PROVIDER = "harness-run"
 RETRIES_ENV = "HARNESS_RUN_CODEX_MAX_RETRIES"
+_SHELL_EXCLUDES = (
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "OPENROUTER_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+)
 """Optional (spec ``env``): request/stream retries of the endpoint provider (Codex's default: 4/5)."""
 _WEB_SEARCH = frozenset({"web_search", "WebSearch"})
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
@@ -90,16 +115,47 @@ def strict_schema(schema: Any) -> Any:
     return out
 
 
+def wire_model(model: str) -> str:
+    """The model id the endpoint gets: ``openrouter/<vendor>/<model>`` -> ``<vendor>/<model>``."""
+    return model.removeprefix("openrouter/") if model.count("/") >= 2 else model
+
+
 class CodexDriver:
     name = "codex"
+    steering = False
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)
+
+    def check(self, spec: AgentSpec) -> None:
+        """Refuse what Codex cannot honour (see the module docstring), naming each field."""
+        problems = [
+            ("allowed_tools", f"Codex has no tool allow list ({', '.join(spec.allowed_tools)})")
+            for _ in spec.allowed_tools[:1]
+        ]
+        servers = [s.name for s in spec.mcp_servers]
+        other = [
+            t
+            for t in spec.disallowed_tools
+            if t not in _WEB_SEARCH and not any(t.startswith(f"mcp__{s}__") for s in servers)
+        ]
+        if other:
+            problems.append(
+                (
+                    "disallowed_tools",
+                    f"Codex can only disable web_search and MCP tools (mcp__<server>__<tool>), not {other}",
+                )
+            )
+        budget = budget_problem(spec, self.name)
+        if budget is not None:
+            problems.append(budget)
+        refuse(self.name, problems)
 
     def codex_home(self, ctx: TurnContext) -> Path:
         return ctx.home / ".codex"
 
     def launch(self, ctx: TurnContext) -> LaunchPlan:
+        self.check(ctx.spec)
         spec, home = ctx.spec, self.codex_home(ctx)
         ours = home / "harness-run"  # files we write besides config.toml
         files: dict[Path, str] = {}
@@ -120,6 +176,12 @@ class CodexDriver:
             settings[f"model_providers.{PROVIDER}"] = provider  # a table: written after the top-level keys
         elif env.get("OPENAI_API_KEY") and not env.get("CODEX_API_KEY"):
             env["CODEX_API_KEY"] = env["OPENAI_API_KEY"]  # the built-in provider reads only this one
+        # tool shells: no model keys, no MCP secrets (their servers get them from Codex itself)
+        settings["shell_environment_policy"] = {
+            "inherit": "all",
+            "ignore_default_excludes": True,
+            "exclude": [*_SHELL_EXCLUDES, "HARNESS_RUN_MCP_*"],
+        }
         if spec.reasoning_effort is not None:
             settings["model_reasoning_effort"] = spec.reasoning_effort
         if spec.system_prompt.mode == "replace":
@@ -133,7 +195,7 @@ class CodexDriver:
 
         resuming = ctx.resume and ctx.native_session_id is not None
         argv = [self.locate(ctx.binary), "exec", *(["resume"] if resuming else [])]
-        argv += ["--json", "--skip-git-repo-check", "-m", spec.model]
+        argv += ["--json", "--skip-git-repo-check", "-m", wire_model(spec.model)]
         schema = spec.output_json_schema
         if schema is not None:
             files[ours / "output-schema.json"] = _dumps(strict_schema(schema))
@@ -148,8 +210,7 @@ class CodexDriver:
         return None  # codex exec takes no input once started
 
     def parser(self, ctx: TurnContext) -> LineParser:
-        rollout = self.rollout(ctx, ctx.native_session_id) if ctx.resume else None
-        return _CodexParser(ctx, self, len(_usage_records(rollout)))
+        return _CodexParser(ctx, self)
 
     def skills_dir(self, workspace: Path, home: Path) -> Path:
         return home / ".codex" / "skills"  # user skills ($CODEX_HOME/skills/<name>/SKILL.md)
@@ -168,17 +229,6 @@ class CodexDriver:
         found = sorted(self.codex_home(ctx).glob(f"sessions/*/*/*/rollout-*-{thread_id}.jsonl"))
         return found[-1] if found else None
 
-    def unenforced(self, ctx: TurnContext) -> list[str]:
-        spec = ctx.spec
-        out = [k for k in ("max_turns", "max_budget_usd") if getattr(spec, k) is not None]
-        out += [f"allowed_tools:{t}" for t in spec.allowed_tools]
-        out += [
-            f"disallowed_tools:{t}"
-            for t in spec.disallowed_tools
-            if t not in _WEB_SEARCH and not any(t.startswith(f"mcp__{s.name}__") for s in spec.mcp_servers)
-        ]
-        return out
-
 
 _USAGE_KEYS = (
     "input_tokens",
@@ -194,23 +244,41 @@ def _counts(raw: Any) -> dict[str, int]:
     return {k: int(v) if isinstance(v := raw.get(k), int | float) else 0 for k in _USAGE_KEYS}
 
 
-def _usage_records(rollout: Path | None) -> list[dict[str, int]]:
-    """The usage of every model response of a thread: its rollout's ``token_usage_record`` lines
-    (written per response, also when the turn is stopped afterwards)."""
-    try:
-        text = rollout.read_text(encoding="utf-8", errors="replace") if rollout else ""
-    except OSError:
-        text = ""
-    records: list[dict[str, int]] = []
-    for line in text.splitlines():
-        if '"token_usage_record"' in line:
+class _Rollout:
+    """The usage of every model response of a thread, read incrementally from its rollout's
+    ``token_usage_record`` lines (written per response before its tool calls start, also when the
+    turn is stopped afterwards)."""
+
+    def __init__(self, ctx: TurnContext, driver: CodexDriver, thread_id: str | None) -> None:
+        self._ctx, self._driver = ctx, driver
+        self._path: Path | None = None
+        self._offset = 0
+        self.records: list[dict[str, int]] = []
+        self.refresh(thread_id)
+
+    def refresh(self, thread_id: str | None) -> list[dict[str, int]]:
+        if self._path is None:
+            self._path = self._driver.rollout(self._ctx, thread_id)
+            if self._path is None:
+                return self.records
+        try:
+            with self._path.open("rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except OSError:
+            return self.records
+        end = chunk.rfind(b"\n") + 1  # complete lines only: the writer may be mid-line
+        self._offset += end
+        for raw in chunk[:end].splitlines():
+            if b'"token_usage_record"' not in raw:
+                continue
             try:
-                data = as_dict(json.loads(line))
+                data = as_dict(json.loads(raw))
             except ValueError:
                 continue
             if data.get("type") == "token_usage_record":
-                records.append(_counts(as_dict(data.get("payload")).get("usage")))
-    return records
+                self.records.append(_counts(as_dict(data.get("payload")).get("usage")))
+        return self.records
 
 
 def _usage(records: list[dict[str, int]]) -> Usage:
@@ -238,12 +306,15 @@ def _error_text(message: Any) -> str:
 
 
 class _CodexParser(JsonLinesParser):
-    def __init__(self, ctx: TurnContext, driver: CodexDriver, before: int) -> None:
+    def __init__(self, ctx: TurnContext, driver: CodexDriver) -> None:
         super().__init__()
         self._ctx = ctx
         self._driver = driver
-        self._before = before  # model responses of the thread before this turn
         self._thread_id = ctx.native_session_id
+        self._rollout = _Rollout(ctx, driver, ctx.native_session_id if ctx.resume else None)
+        self._before = len(self._rollout.records)  # model responses of the thread before this turn
+        self._limits = TurnLimits(ctx.spec)
+        self._open: set[str] = set()  # tool items started, not completed
         self._done: str | None = None  # "completed" | "failed"
         self._error: str | None = None
         self._texts: list[str] = []
@@ -262,9 +333,11 @@ class _CodexParser(JsonLinesParser):
                 "thread_id": self._thread_id,
                 "model": self._ctx.spec.model,
                 "mcp_servers": [s.name for s in self._ctx.spec.mcp_servers],
-                "unenforced": self._driver.unenforced(self._ctx),
             }
-            return [StatusEvent(status="started", detail=detail, raw=data)]
+            events: list[AgentEvent] = [StatusEvent(status="started", detail=detail, raw=data)]
+            if rates(self._ctx.spec.model) is None:
+                events.append(unknown_cost_event(self._ctx.spec.model, CodexDriver.name))
+            return events
         if kind in ("item.started", "item.completed"):
             item = data.get("item")
             return self._item(item, kind == "item.completed", data) if isinstance(item, dict) else []
@@ -300,17 +373,33 @@ class _CodexParser(JsonLinesParser):
         events: list[AgentEvent] = []
         if item_id not in self._started:
             self._started.add(item_id)
+            self._open.add(item_id)
             self._tools += 1
             name, tool_input = _tool_call(item)
             events.append(ToolUseEvent(tool_use_id=item_id, name=name, input=tool_input, raw=data))
         if completed:
+            self._open.discard(item_id)
             content, is_error = _tool_result(item)
             events.append(ToolResultEvent(tool_use_id=item_id, content=content, is_error=is_error, raw=data))
+        self._watch_limits()
         return events
+
+    def _turn_records(self) -> list[dict[str, int]]:
+        return self._rollout.refresh(self._thread_id)[self._before :]
+
+    def _watch_limits(self) -> None:
+        """At each tool item: the budget as soon as a response's usage passes it, ``max_turns``
+        once the tools of the N-th response have run (before Codex asks the model again)."""
+        if self._stop is not None or (self._limits.budget is None and self._limits.max_turns is None):
+            return
+        records = self._turn_records()
+        self._stop = self._limits.after_response(_usage(records))
+        if self._stop is None and not self._open:
+            self._stop = self._limits.after_tools(len(records))
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         ctx = self._ctx
-        records = _usage_records(self._driver.rollout(ctx, self._thread_id))[self._before :]
+        records = self._turn_records()
         text = self._texts[-1] if self._texts else ""
         base: dict[str, Any] = {
             "session_id": ctx.session_id,

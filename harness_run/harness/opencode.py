@@ -18,11 +18,15 @@ prompt; ``agent.build.prompt`` replaces it (the ``<env>`` block and skill list s
 else an ``ask`` is auto-rejected; ``step_finish`` tokens are split as :class:`Usage` wants; its
 ``cost`` is 0 for a provider without prices (→ priced from the table). OpenCode npm-installs
 ``@opencode-ai/plugin`` into config dirs lacking it: a seeded lock file makes that a no-op. Skills:
-``$XDG_CONFIG_HOME/opencode/skills/``. ``max_turns`` → the agent's ``steps`` (a forced text-only
-answer, still ``completed``). Unenforced (the ``started`` event lists them): ``max_budget_usd``,
-tool entries OpenCode has no name for. No steering. 5xx answers are retried 5 times with a 2-30 s
-backoff, fixed in 1.18.33: a persistent 5xx takes about a minute to fail. No native output schema:
-it goes into the instructions and the final text is parsed as JSON.
+``$XDG_CONFIG_HOME/opencode/skills/``. The agent's ``steps`` option is not used for ``max_turns``:
+it only adds a "respond with text only" message from the last step on and keeps the tools. Instead
+:class:`TurnLimits` enforces ``max_turns`` and ``max_budget_usd`` at each ``step_finish`` (the
+step's tools have run) by stopping the process group. Refused before launch
+(:meth:`OpenCodeDriver.check`): tool entries OpenCode has no name for, a budget for a model the
+price table does not know. Ignored as harmless (the ``started`` event lists it under ``ignored``):
+``reasoning_effort`` for a provider that takes none. No steering. 5xx answers are retried 5 times
+with a 2-30 s backoff, fixed in 1.18.33: a persistent 5xx takes about a minute to fail. No native
+output schema: it goes into the instructions and the final text is parsed as JSON.
 """
 
 from __future__ import annotations
@@ -44,10 +48,13 @@ from harness_run.events import (
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext, as_dict
+from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext, as_dict, refuse
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
+from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
+from harness_run.runtime._pricing import rates, unknown_cost_event
 from harness_run.runtime._secrets import PROVIDER_VARIABLES
+from harness_run.spec import AgentSpec
 
 __all__ = ["OpenCodeDriver"]
 
@@ -95,6 +102,8 @@ _SOURCE = _NpmSource(
 
 def opencode_model(spec_model: str, endpoint: bool) -> str:
     """OpenCode's ``provider/model`` for a spec model id (see the module docstring)."""
+    if spec_model.startswith("openrouter/") and spec_model.count("/") >= 2:
+        spec_model = spec_model.removeprefix("openrouter/")  # OpenRouter's own id: vendor/model
     if endpoint:
         return f"{PROVIDER}/{spec_model}"
     if "/" in spec_model:
@@ -104,9 +113,26 @@ def opencode_model(spec_model: str, endpoint: bool) -> str:
 
 class OpenCodeDriver:
     name = "opencode"
+    steering = False
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)
+
+    def check(self, spec: AgentSpec) -> None:
+        """Refuse what OpenCode cannot honour (see the module docstring), naming each field."""
+        unmapped = opencode_unmapped_tools(spec)
+        problems: list[tuple[str, str]] = []
+        for field, why in (
+            ("allowed_tools", "OpenCode can only pre-approve its permission keys and MCP tools"),
+            ("disallowed_tools", "OpenCode can only disable tools by plain name (no patterns)"),
+        ):
+            names = [u.split(":", 1)[1] for u in unmapped if u.startswith(f"{field}:")]
+            if names:
+                problems.append((field, f"{why}, not {names}"))
+        budget = budget_problem(spec, self.name)
+        if budget is not None:
+            problems.append(budget)
+        refuse(self.name, problems)
 
     def xdg(self, home: Path) -> dict[str, Path]:
         return {
@@ -117,6 +143,7 @@ class OpenCodeDriver:
         }
 
     def launch(self, ctx: TurnContext) -> LaunchPlan:
+        self.check(ctx.spec)
         spec, env = ctx.spec, dict(ctx.env)
         ours = ctx.home / "harness-run"  # files we write besides OpenCode's own dirs
         config_dir = self.xdg(ctx.home)["XDG_CONFIG_HOME"] / "opencode"
@@ -154,8 +181,6 @@ class OpenCodeDriver:
         agent: dict[str, Any] = {}
         if spec.system_prompt.mode == "replace":
             agent["prompt"] = spec.system_prompt.text
-        if spec.max_turns is not None:
-            agent["steps"] = spec.max_turns
         if agent:
             settings["agent"] = {"build": agent}
         files[ours / "opencode.json"] = opencode_files(spec, settings)["opencode.json"]
@@ -176,7 +201,7 @@ class OpenCodeDriver:
         return None  # `opencode run` reads its prompt once
 
     def parser(self, ctx: TurnContext) -> LineParser:
-        return _OpenCodeParser(ctx, self.unenforced(ctx))
+        return _OpenCodeParser(ctx, self.ignored(ctx))
 
     def skills_dir(self, workspace: Path, home: Path) -> Path:
         return self.xdg(home)["XDG_CONFIG_HOME"] / "opencode" / "skills"  # global skills
@@ -198,13 +223,15 @@ class OpenCodeDriver:
         wal = db.with_name("opencode.db-wal")  # -shm is rebuilt by SQLite
         return [db, *([wal] if wal.is_file() and wal.stat().st_size else [])]
 
-    def unenforced(self, ctx: TurnContext) -> list[str]:
+    def ignored(self, ctx: TurnContext) -> list[str]:
+        """Harmless settings this turn cannot apply (listed in the ``started`` event)."""
         spec = ctx.spec
-        out = ["max_budget_usd"] if spec.max_budget_usd is not None else []
         provider = opencode_model(spec.model, bool(ctx.env.get("OPENAI_BASE_URL"))).split("/")[0]
-        if spec.reasoning_effort is not None and provider not in _EFFORT_PROVIDERS:
-            out.append("reasoning_effort")
-        return out + opencode_unmapped_tools(spec)
+        return (
+            ["reasoning_effort"]
+            if spec.reasoning_effort is not None and provider not in _EFFORT_PROVIDERS
+            else []
+        )
 
 
 def _secret_forms(ctx: TurnContext) -> list[str]:
@@ -286,10 +313,12 @@ def _json_answer(text: str) -> Any:
 
 
 class _OpenCodeParser(JsonLinesParser):
-    def __init__(self, ctx: TurnContext, unenforced: list[str]) -> None:
+    def __init__(self, ctx: TurnContext, ignored: list[str]) -> None:
         super().__init__()
         self._ctx = ctx
-        self._unenforced = unenforced
+        self._ignored = ignored
+        self._limits = TurnLimits(ctx.spec)
+        self._priced = rates(ctx.spec.model) is not None
         self._session_id = ctx.native_session_id
         self._started = False
         self._done = False
@@ -315,7 +344,7 @@ class _OpenCodeParser(JsonLinesParser):
                     "session_id": self._session_id,
                     "model": self._ctx.spec.model,
                     "mcp_servers": self._mcp,
-                    "unenforced": self._unenforced,
+                    "ignored": self._ignored,
                 }
                 events.append(StatusEvent(status="started", detail=detail, raw=data))
         kind, part = data.get("type"), as_dict(data.get("part"))
@@ -337,6 +366,13 @@ class _OpenCodeParser(JsonLinesParser):
             if self._step_texts:
                 self._texts = self._step_texts
             self._done = part.get("reason") == "stop"
+            if not self._cost and not self._priced:
+                self._priced = True  # say it once
+                events.append(unknown_cost_event(self._ctx.spec.model, OpenCodeDriver.name))
+            if not self._done and self._stop is None:
+                self._stop = self._limits.after_response(self._usage, self._cost) or (
+                    self._limits.after_tools(self._steps) if part.get("reason") == "tool-calls" else None
+                )
         elif kind == "error":
             message = _error_text(as_dict(data.get("error")))
             self._errors.append(message)

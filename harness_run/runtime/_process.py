@@ -1,7 +1,8 @@
 """Run one harness CLI process for one turn: stream its lines, steer it, stop it, leave nothing behind.
 
 The process gets its own process group; on any exit path (success, error, timeout, interrupt,
-cancellation) the group and every descendant we can find are terminated, then killed.
+cancellation, a limit the parser watches: ``max_turns``/``max_budget``) the group and every
+descendant we can find are terminated, then killed.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class TurnProcess:
         self._timeout = timeout
         self._proc: asyncio.subprocess.Process | None = None
         self._stop_reason: StopReason | None = None
+        self._stop_note: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
         self.cancelled_result: RunResult | None = None
@@ -179,12 +181,14 @@ class TurnProcess:
                 "interrupted": "the turn was interrupted",
                 "cancelled": "the turn was cancelled",
             }
+            limit = self._stop_reason in ("timeout", "max_turns", "max_budget")
             result = result.model_copy(
                 update={
-                    # a stopped CLI has no result line: that is no failure of its own unless it had finished
+                    # a stopped CLI has no result line: that is no failure of its own unless it had
+                    # finished; a limit is (as Claude Code reports its own max_turns/max_budget)
                     "stop_reason": self._stop_reason,
-                    "is_error": self._stop_reason == "timeout" or (result.is_error and self._parser.finished),
-                    "error": note.get(self._stop_reason, self._stop_reason),
+                    "is_error": limit or (result.is_error and self._parser.finished),
+                    "error": self._stop_note or note.get(self._stop_reason, self._stop_reason),
                 }
             )
         return result
@@ -209,6 +213,12 @@ class TurnProcess:
                 break
             for event in self._parser.feed(line.decode("utf-8", errors="replace")):
                 self._emit(event)
+            request = self._parser.stop_request
+            if request is not None and self._stop_reason is None:
+                # a limit the CLI cannot enforce itself: stop it now, keep reading what it printed
+                self._stop_reason, self._stop_note = request.reason, request.message
+                self._resources = sample_resources(proc.pid)
+                await kill_tree(proc, grace=0.5)
             if self._parser.finished and not proc.stdin.is_closing():
                 self._resources = sample_resources(proc.pid)
                 proc.stdin.close()  # the turn is over: let the CLI exit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Literal
 
@@ -23,17 +24,23 @@ class Run:
     - ``run.done`` / ``run.status`` / ``run.result`` poll without blocking.
     """
 
-    def __init__(self, session_id: str, turn: int, prompt: str) -> None:
+    def __init__(self, session_id: str, turn: int, prompt: str, message_id: str | None = None) -> None:
         self.session_id = session_id
         self.turn = turn
         self.prompt = prompt
+        self.message_id = message_id or uuid.uuid4().hex
+        """The id of the turn's prompt message (its first ``user`` event carries it)."""
         self.started_at = time.time()
         self._events: list[AgentEvent] = []
         self._changed = asyncio.Event()
         self._result: RunResult | None = None
         self._task: asyncio.Task[RunResult] | None = None
         self._interrupt: Callable[[], Awaitable[None]] | None = None
-        self._steer: Callable[[str], Awaitable[bool]] | None = None
+        self._steer: Callable[[str, str], Awaitable[bool]] | None = None
+        self._message_ids: dict[str, asyncio.Future[bool]] = {}
+        self.flushed = 0
+        """How many leading events a runtime has already written to the history store mid-turn;
+        the end-of-turn write appends only the rest."""
 
     # --- wiring used by runtimes (not for applications) ----------------------------------------
 
@@ -42,9 +49,12 @@ class Run:
         self._task = asyncio.get_running_loop().create_task(body, name=f"harness-run turn {self.turn}")
 
     def bind(
-        self, *, interrupt: Callable[[], Awaitable[None]], steer: Callable[[str], Awaitable[bool]]
+        self, *, interrupt: Callable[[], Awaitable[None]], steer: Callable[[str, str], Awaitable[bool]]
     ) -> None:
-        """Connect ``interrupt()``/``steer()`` to the running process."""
+        """Connect ``interrupt()``/``steer()`` to the running process. ``steer(text, message_id)``
+        delivers one message, returns whether it did, and sees to it that the turn gets one ``user``
+        event with that id (the local runtime emits it; a remote one relays the worker's); it is
+        called at most once per message id (``Run.steer`` drops duplicates)."""
         self._interrupt, self._steer = interrupt, steer
 
     def emit(self, event: AgentEvent) -> AgentEvent:
@@ -114,11 +124,29 @@ class Run:
         if self._interrupt is not None and not self.done:
             await self._interrupt()
 
-    async def steer(self, text: str) -> bool:
-        """Add a user message to the running turn. False if the turn had already ended."""
-        if self._steer is None or self.done:
-            return False
-        return await self._steer(text)
+    async def steer(self, text: str, message_id: str | None = None) -> bool:
+        """Add a user message to the running turn; True once it was delivered.
+
+        A message id already seen in this turn (the prompt's, or an earlier steer's) is not
+        delivered again: the outcome of the first delivery is returned. False if the turn had
+        already ended, or its harness cannot take messages mid-turn.
+        """
+        message_id = message_id or uuid.uuid4().hex
+        if message_id == self.message_id:
+            return True
+        if message_id in self._message_ids:
+            return await asyncio.shield(self._message_ids[message_id])
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._message_ids[message_id] = outcome
+        try:
+            delivered = self._steer is not None and not self.done and await self._steer(text, message_id)
+        except BaseException:
+            outcome.set_result(False)
+            raise
+        outcome.set_result(delivered)
+        if not delivered:  # never delivered: the same id may be tried again (e.g. as the next turn)
+            del self._message_ids[message_id]
+        return delivered
 
     def __repr__(self) -> str:
         return f"<Run session={self.session_id} turn={self.turn} status={self.status}>"

@@ -3,30 +3,43 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult, parse_event
+from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import resolve_secrets
+from harness_run.runtime._secrets import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
     from harness_run.store import HistoryStore
 
-__all__ = ["ExecResult", "Session", "TurnBackend"]
+__all__ = ["DEFAULT_EXEC_OUTPUT", "ExecResult", "Session", "TurnBackend"]
+
+
+DEFAULT_EXEC_OUTPUT = 1024 * 1024
+"""``session.exec()`` keeps at most this many bytes of each stream by default (1 MiB)."""
+
+_STEER_REFUSAL = {
+    "codex": "Codex (`codex exec`) reads its prompt once and takes no message while a turn runs",
+    "opencode": "OpenCode (`opencode run`) reads its prompt once and takes no message while a turn runs",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class ExecResult:
-    """The outcome of ``session.exec(command)``."""
+    """The outcome of ``session.exec(command)``: exit code 124 when it timed out (as ``timeout(1)``);
+    ``truncated`` when a stream was longer than the cap and was cut."""
 
     exit_code: int
     stdout: str
     stderr: str
+    truncated: bool = False
 
 
 class TurnBackend(Protocol):
@@ -45,8 +58,16 @@ class TurnBackend(Protocol):
     ) -> Coroutine[Any, Any, RunResult]: ...
 
     async def execute_command(
-        self, session: Session, command: str, secrets: dict[str, str], timeout: float
-    ) -> ExecResult: ...
+        self,
+        session: Session,
+        command: str,
+        secrets: dict[str, str],
+        timeout: float,
+        *,
+        max_output: int = DEFAULT_EXEC_OUTPUT,
+    ) -> ExecResult:
+        """Run ``command``; on timeout kill it and return exit code 124 (never raise for that)."""
+        ...
 
 
 def _as_turn_config(config: TurnConfig | Mapping[str, Any] | None) -> TurnConfig | None:
@@ -67,6 +88,9 @@ class Session:
         self.config = config
         self._current: Run | None = None
         self._pending: set[asyncio.Task[Any]] = set()
+        self._messages: dict[str, Run] = {}
+        """Message ids seen by this process (prompts and steers) -> their turn: a retried message
+        returns that turn instead of being delivered again."""
 
     @property
     def session_id(self) -> str:
@@ -101,12 +125,18 @@ class Session:
         *,
         secrets: Mapping[str, str] | None = None,
         config: TurnConfig | Mapping[str, Any] | None = None,
+        message_id: str | None = None,
     ) -> Run:
         """Start the next turn and return its :class:`Run` (await it for the result).
+
+        ``message_id`` identifies the prompt (its ``user`` event carries it; default: a new id);
+        an id this session already took returns that turn's Run, nothing is started again.
 
         Raises SessionBusyError while a turn runs, SpecError for a bad config, UsageError for
         missing or undeclared secrets — before anything starts.
         """
+        if message_id is not None and message_id in self._messages:
+            return self._messages[message_id]
         if self._current is not None and not self._current.done:
             raise SessionBusyError(
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
@@ -123,9 +153,11 @@ class Session:
             ) from None
         turn_config = _as_turn_config(config)
         spec = effective_spec(self._backend.spec, self.config, turn_config)
+        get_driver(spec.harness).check(spec)  # what the harness cannot honour is refused, not ignored
         resolved = resolve_secrets(spec, secrets)
-        run = Run(self.session_id, self.record.turns + 1, prompt)
+        run = Run(self.session_id, self.record.turns + 1, prompt, message_id)
         self._current = run
+        self._messages[run.message_id] = run
         run.start(self._backend.execute_turn(self, run, spec, resolved, turn_config))
         return run
 
@@ -135,17 +167,41 @@ class Session:
         *,
         secrets: Mapping[str, str] | None = None,
         config: TurnConfig | Mapping[str, Any] | None = None,
+        message_id: str | None = None,
     ) -> Run:
-        """The next turn — or, while a turn runs, steer it with this message and return that Run."""
+        """The next turn — or, while a turn runs, steer it with this message and return that Run.
+
+        A steer is delivered into the running turn (one ``user`` event with ``message_id``); the
+        same ``message_id`` again is delivered once. Harnesses that cannot take a message mid-turn
+        (Codex, OpenCode) raise UsageError instead: interrupt the turn, then send.
+        """
         current = self._current
+        if message_id is not None and message_id in self._messages:
+            return self._messages[message_id]  # delivered before (a retry): not again
         if current is not None and not current.done:
             if config is not None:
                 raise UsageError("a config cannot be applied to a running turn; send it with the next turn")
-            task = asyncio.get_running_loop().create_task(current.steer(prompt))
+            if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise UsageError("the message must be a non-empty string")
+            refusal = _STEER_REFUSAL.get(self.harness)
+            if refusal is not None:
+                raise UsageError(
+                    f"{refusal}: session {self.session_id} is running turn {current.turn}. Wait for it "
+                    "(`await run`) and send this as the next turn, or stop it with "
+                    "`await session.interrupt()` and then `session.send(...)` (the conversation resumes)"
+                )
+            message_id = message_id or uuid.uuid4().hex
+            self._messages[message_id] = current
+            task = asyncio.get_running_loop().create_task(current.steer(prompt, message_id))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
+            task.add_done_callback(lambda t, mid=message_id: self._forget_undelivered(t, mid))
             return current
-        return self.run(prompt, secrets=secrets, config=config)
+        return self.run(prompt, secrets=secrets, config=config, message_id=message_id)
+
+    def _forget_undelivered(self, task: asyncio.Task[bool], message_id: str) -> None:
+        if task.cancelled() or task.exception() is not None or not task.result():
+            self._messages.pop(message_id, None)  # never delivered: the id may be sent again
 
     async def interrupt(self) -> None:
         """Stop the running turn (no-op when idle). Its result has ``stop_reason="interrupted"``."""
@@ -154,11 +210,25 @@ class Session:
             await asyncio.gather(asyncio.shield(self._current.wait()), return_exceptions=True)
 
     async def exec(
-        self, command: str, *, secrets: Mapping[str, str] | None = None, timeout: float = 120.0
+        self,
+        command: str,
+        *,
+        secrets: Mapping[str, str] | None = None,
+        timeout: float = 120.0,
+        max_output: int = DEFAULT_EXEC_OUTPUT,
     ) -> ExecResult:
-        """Run a shell command in the session's workspace (also while a turn runs)."""
-        resolved = resolve_secrets(self._backend.spec, secrets) if secrets else {}
-        return await self._backend.execute_command(self, command, resolved, timeout)
+        """Run a shell command in the session's workspace, during or between turns.
+
+        It sees the agent's environment plus the ``secrets`` given here (declared names only; no
+        model keys from this process's environment). After ``timeout`` seconds it is killed and the
+        result has exit code 124; each stream keeps at most ``max_output`` bytes (``truncated``).
+        """
+        if not isinstance(command, str) or not command.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError("exec() needs a non-empty shell command string")
+        if timeout <= 0 or max_output < 0:
+            raise UsageError("exec() needs timeout > 0 and max_output >= 0")
+        resolved = check_secrets(self._backend.spec, secrets) if secrets else {}
+        return await self._backend.execute_command(self, command, resolved, timeout, max_output=max_output)
 
     def history(self) -> list[TurnRecord]:
         """Every finished turn: prompt, effective settings (no secrets), result."""

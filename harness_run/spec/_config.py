@@ -149,4 +149,17 @@ def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
     try:
         return AgentSpec(**data)
     except SpecError as exc:
-        raise SpecError(exc.issues, source="spec + session/turn config") from None
+        issues = list(exc.issues)
+        if harness is not None and harness != spec.harness and "model" not in merged:
+            issues = [
+                SpecIssue(
+                    i.path,
+                    i.message,
+                    f"{i.fix}; the engine's model is for {spec.harness}: pick one for {harness} too, "
+                    f"e.g. SessionConfig(harness={harness!r}, model=...)".lstrip("; "),
+                )
+                if i.path == "model"
+                else i
+                for i in issues
+            ]
+        raise SpecError(issues, source="spec + session/turn config") from None

@@ -6,7 +6,15 @@ import re
 from pathlib import PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness_run.spec._base import SpecModel, spec_fail
 from harness_run.spec._checks import (
@@ -386,6 +394,18 @@ class Secret(SpecModel):
     name: str
     required: bool = True
     description: str = ""
+    expose: bool | None = None
+    """Whether the agent's own shell (its tool commands, ``exec()``) gets the value as an environment
+    variable. ``None`` (default): yes, unless the secret is consumed elsewhere — a repository's
+    ``auth`` (given only to git) or an MCP server's ``header_secrets``/``env_secrets`` (given only to
+    that server's config). ``True``: always (e.g. a ``GH_TOKEN`` the agent's ``gh`` CLI needs too)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_expose(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.expose is None:  # keeps the data (and engine digests) of specs that do not use it
+            data.pop("expose", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

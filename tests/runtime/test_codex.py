@@ -23,6 +23,7 @@ import pytest
 from pydantic import BaseModel
 
 from harness_run import local
+from harness_run.errors import UsageError
 from harness_run.events import ErrorEvent, MessageEvent, StatusEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.codex import CodexDriver, strict_schema
@@ -366,7 +367,7 @@ def test_launch_without_an_endpoint_uses_the_builtin_provider_and_keeps_secrets_
 ) -> None:
     driver = get_driver("codex")
     assert isinstance(driver, CodexDriver)
-    plan = driver.launch(context(tmp_path, spec={"max_turns": 3, "disallowed_tools": ["Bash", "web_search"]}))
+    plan = driver.launch(context(tmp_path, spec={"max_turns": 3, "disallowed_tools": ["web_search"]}))
     assert plan.argv[1:] == ["exec", "--json", "--skip-git-repo-check", "-m", MODEL, "-"]
     assert (plan.stdin, plan.keep_stdin_open) == (b"-starts with a dash", False)  # then EOF
     assert plan.env["CODEX_HOME"] == str(tmp_path / "home" / ".codex")
@@ -378,12 +379,39 @@ def test_launch_without_an_endpoint_uses_the_builtin_provider_and_keeps_secrets_
     assert config["web_search"] == "disabled"
     assert (config["analytics"], config["features"]["plugins"]) == ({"enabled": False}, False)
     assert "sk-secret-value" not in " ".join(plan.argv) + text_
-    assert driver.unenforced(context(tmp_path, spec={"max_turns": 3, "disallowed_tools": ["Bash"]})) == [
-        "max_turns",
-        "disallowed_tools:Bash",
-    ]
-    assert driver.steer("more") is None
+    assert driver.steer("more") is None and not driver.steering
     assert driver.skills_dir(tmp_path / "ws", tmp_path / "home") == tmp_path / "home" / ".codex" / "skills"
+
+
+def test_settings_codex_cannot_honour_are_refused_by_name(tmp_path: Path) -> None:
+    driver = CodexDriver()
+    server = McpServer.stdio("db", "true")
+    spec = {
+        "allowed_tools": ["Bash"],
+        "disallowed_tools": ["Bash(git:*)", "web_search", "mcp__db__drop"],
+        "mcp_servers": [server],
+        "max_budget_usd": 1.0,
+    }
+    ctx = turn_context(tmp_path, "codex", "gpt-unpriced-1", spec=spec)
+    with pytest.raises(UsageError) as caught:
+        driver.check(ctx.spec)
+    message = str(caught.value)
+    assert "the codex harness cannot honour allowed_tools, disallowed_tools, max_budget_usd" in message
+    assert "not ['Bash(git:*)']" in message and "'gpt-unpriced-1'" in message
+    with pytest.raises(UsageError):
+        driver.launch(ctx)  # launch checks too: never silently ignored
+    # what Codex can do is kept: web_search off, the MCP tool disabled, a budget on a priced model
+    ok = context(
+        tmp_path, spec={**spec, "allowed_tools": [], "disallowed_tools": ["web_search", "mcp__db__drop"]}
+    )
+    config = tomllib.loads(driver.launch(ok).files[tmp_path / "home" / ".codex" / "config.toml"])
+    assert config["web_search"] == "disabled"
+    assert config["mcp_servers"]["db"]["disabled_tools"] == ["drop"]
+
+
+def test_openrouter_model_ids_lose_their_routing_prefix(tmp_path: Path) -> None:
+    plan = CodexDriver().launch(turn_context(tmp_path, "codex", "openrouter/openai/gpt-5.1"))
+    assert plan.argv[plan.argv.index("-m") + 1] == "openai/gpt-5.1"
 
 
 def test_launch_resumes_by_thread_id(tmp_path: Path) -> None:
@@ -484,3 +512,46 @@ def test_a_crash_without_a_turn_end_is_an_error_with_stderr(tmp_path: Path) -> N
         result.error
         == "codex exited (code 1) without finishing the turn: Error: no rollout found for thread id gone"
     )
+
+
+def test_the_parser_watches_the_rollout_for_max_turns_and_the_budget(tmp_path: Path) -> None:
+    rollout = tmp_path / "home" / ".codex" / "sessions" / "2026" / "12" / "02" / "rollout-x-t-1.jsonl"
+    rollout.parent.mkdir(parents=True)
+
+    def record(tokens: int) -> None:
+        usage = {"input_tokens": tokens, "output_tokens": 1}
+        with rollout.open("a") as handle:
+            handle.write(json.dumps({"type": "token_usage_record", "payload": {"usage": usage}}) + "\n")
+
+    def tool(kind: str, item_id: str) -> str:
+        return json.dumps(
+            {"type": kind, "item": {"id": item_id, "type": "command_execution", "command": "x"}}
+        )
+
+    parser = CodexDriver().parser(context(tmp_path, spec={"max_turns": 2}))
+    parser.feed(json.dumps({"type": "thread.started", "thread_id": "t-1"}))
+    record(10)
+    parser.feed(tool("item.started", "a"))
+    parser.feed(tool("item.completed", "a"))
+    assert parser.stop_request is None
+    record(10)
+    parser.feed(tool("item.started", "b"))
+    assert parser.stop_request is None  # the second response's tool runs first
+    parser.feed(tool("item.completed", "b"))
+    assert parser.stop_request is not None and parser.stop_request.reason == "max_turns"
+    result = parser.finish(-15, "")
+    assert (result.num_turns, result.usage.input_tokens) == (2, 20)
+
+    rollout.unlink()
+    budget = CodexDriver().parser(context(tmp_path, spec={"max_budget_usd": 1.0}))
+    budget.feed(json.dumps({"type": "thread.started", "thread_id": "t-1"}))
+    record(1_000_000)  # $1.25 at gpt-5 prices: stopped before its tool runs
+    budget.feed(tool("item.started", "a"))
+    assert budget.stop_request is not None and budget.stop_request.reason == "max_budget"
+    assert "Reached maximum budget ($1)" in budget.stop_request.message
+
+
+def test_an_unpriced_model_gets_a_cost_unknown_event(tmp_path: Path) -> None:
+    parser = CodexDriver().parser(turn_context(tmp_path, "codex", "gpt-unpriced-1"))
+    events = parser.feed(json.dumps({"type": "thread.started", "thread_id": "t-1"}))
+    assert [e.status for e in events if isinstance(e, StatusEvent)] == ["started", "cost_unknown"]

@@ -19,7 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from harness_run import local
-from harness_run.errors import HarnessNotFoundError
+from harness_run.errors import HarnessNotFoundError, UsageError
 from harness_run.events import ErrorEvent, StatusEvent, ThinkingEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.opencode import OpenCodeDriver, opencode_model
@@ -274,8 +274,8 @@ def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> No
             "max_turns": 3,
             "max_budget_usd": 1.0,
             "permission_mode": "default",
-            "allowed_tools": ["Bash", "Frobnicate"],
-            "disallowed_tools": ["WebFetch", "Bash(rm:*)"],
+            "allowed_tools": ["Bash"],
+            "disallowed_tools": ["WebFetch"],
             "system_prompt": SystemPrompt.replace("be terse"),
         },
     )
@@ -295,23 +295,40 @@ def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> No
         "baseURL": "http://127.0.0.1:9/v1",
         "apiKey": "{env:OPENAI_API_KEY}",
     }
-    assert config["agent"] == {"build": {"prompt": "be terse", "steps": 3}}
+    assert config["agent"] == {"build": {"prompt": "be terse"}}  # max_turns: enforced by the parser
     assert config["permission"] == {"bash": "allow", "edit": "ask", "webfetch": "ask"}
-    assert config["tools"] == {"webfetch": False, "bash(rm:*)": False}
+    assert config["tools"] == {"webfetch": False}
     assert "instructions" not in config
     assert json.loads(plan.files[home / ".config" / "opencode" / "package-lock.json"])["packages"]
     assert "sk-secret-value" not in " ".join(plan.argv) + "".join(plan.files.values())
-    assert driver.unenforced(ctx) == [
-        "max_budget_usd",
-        "allowed_tools:Frobnicate",
-        "disallowed_tools:Bash(rm:*)",
-    ]
-    assert driver.steer("more") is None
+    assert driver.ignored(ctx) == []
+    assert driver.steer("more") is None and not driver.steering
     assert driver.skills_dir(tmp_path / "ws", home) == home / ".config" / "opencode" / "skills"
 
     resumed = driver.launch(context(tmp_path, resume=True, native_session_id="ses_1"))
     assert resumed.argv[-3:] == ["--auto", "--session", "ses_1"]  # bypassPermissions: --auto
     assert json.loads(resumed.files[home / "harness-run" / "opencode.json"])["model"] == MODEL
+
+
+def test_settings_opencode_cannot_honour_are_refused_by_name(tmp_path: Path) -> None:
+    driver = OpenCodeDriver()
+    spec = {
+        "allowed_tools": ["Bash", "Frobnicate"],
+        "disallowed_tools": ["WebFetch", "Bash(rm:*)"],
+        "max_budget_usd": 1.0,
+    }
+    ctx = turn_context(tmp_path, "opencode", "openai/gpt-unpriced-1", spec=spec, binary=sys.executable)
+    with pytest.raises(UsageError) as caught:
+        driver.check(ctx.spec)
+    message = str(caught.value)
+    assert "the opencode harness cannot honour allowed_tools, disallowed_tools, max_budget_usd" in message
+    assert "['Frobnicate']" in message and "['Bash(rm:*)']" in message and "gpt-unpriced-1" in message
+    with pytest.raises(UsageError):
+        driver.launch(ctx)  # launch checks too: never silently ignored
+    ctx = turn_context(
+        tmp_path, "opencode", "anthropic/claude-sonnet-4-6", spec={"reasoning_effort": "high"}, env={}
+    )
+    assert driver.ignored(ctx) == ["reasoning_effort"]  # harmless: listed in the started event
 
 
 def test_model_ids_map_onto_opencode_providers() -> None:
@@ -320,6 +337,7 @@ def test_model_ids_map_onto_opencode_providers() -> None:
     assert opencode_model("openai/gpt-5.1", endpoint=False) == "openai/gpt-5.1"
     assert opencode_model("gpt-5.1", endpoint=False) == "openai/gpt-5.1"
     assert opencode_model("claude-sonnet-4-6", endpoint=False) == "anthropic/claude-sonnet-4-6"
+    assert opencode_model("openrouter/openai/gpt-5.1", endpoint=True) == "harness-run/openai/gpt-5.1"
 
 
 def test_locate_prefers_override_env_then_the_venv_install_then_path(
@@ -453,10 +471,40 @@ def test_native_files_scrub_secrets_from_the_database_before_a_checkpoint(tmp_pa
 async def test_a_missing_binary_is_an_error_result_with_the_install_hint(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("HARNESS_RUN_OPENCODE_BIN", str(tmp_path / "no-opencode"))
     session = opencode(make_engine).start_session()
+    monkeypatch.setenv("HARNESS_RUN_OPENCODE_BIN", str(tmp_path / "no-opencode"))
     result = await session.run(
         "hi", secrets={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}
     )
     assert (result.is_error, result.stop_reason) == (True, "error")
     assert "no-opencode" in (result.error or "") and "opencode-ai@1.18.33" in (result.error or "")
+
+
+def test_the_parser_stops_the_turn_at_max_turns_or_the_budget_and_flags_an_unknown_price(
+    tmp_path: Path,
+) -> None:
+    def step(reason: str, tokens: int, cost: float = 0.0) -> str:
+        part = {"reason": reason, "cost": cost, "tokens": {"input": tokens, "output": 1}}
+        return json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": part})
+
+    turns = OpenCodeDriver().parser(context(tmp_path, spec={"max_turns": 2}))
+    turns.feed(step("tool-calls", 10))
+    assert turns.stop_request is None
+    turns.feed(step("tool-calls", 10))
+    assert turns.stop_request is not None
+    assert (turns.stop_request.reason, turns.stop_request.message) == (
+        "max_turns",
+        "Reached maximum number of turns (2)",
+    )
+
+    budget = OpenCodeDriver().parser(context(tmp_path, spec={"max_budget_usd": 1.0}))
+    budget.feed(step("tool-calls", 100_000))  # $0.125 at gpt-5 prices
+    assert budget.stop_request is None
+    budget.feed(step("tool-calls", 0, cost=2.0))  # the CLI's own figure wins when it gives one
+    assert budget.stop_request is not None and budget.stop_request.reason == "max_budget"
+
+    unpriced = OpenCodeDriver().parser(turn_context(tmp_path, "opencode", "openai/gpt-unpriced-1"))
+    events = unpriced.feed(step("stop", 10)) + unpriced.feed(step("stop", 10))
+    [note] = [e for e in events if isinstance(e, StatusEvent) and e.status == "cost_unknown"]
+    assert "gpt-unpriced-1" in note.detail["message"]
+    assert unpriced.finish(0, "").cost_usd is None

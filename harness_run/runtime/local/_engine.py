@@ -21,11 +21,12 @@ from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._pricing import price
-from harness_run.runtime._process import TurnProcess, kill_tree
+from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import agent_env, secret_values
-from harness_run.runtime._session import ExecResult, Session
-from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.runtime._secrets import agent_env, secret_forms, secret_values
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session
+from harness_run.runtime.local._exec import run_command
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 
@@ -81,9 +82,7 @@ def _warm_up() -> None:
 
 
 def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
-    forms = sorted(
-        {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}, key=len, reverse=True
-    )
+    forms = secret_forms(values)
 
     def clean(event: AgentEvent) -> AgentEvent:
         if not forms:
@@ -136,8 +135,8 @@ class LocalEngine:
         """A new session. ``config`` overlays the spec for every turn of this session."""
         if isinstance(config, dict):
             config = SessionConfig.from_dict(config)
-        spec = effective_spec(self.spec, config)
-        get_driver(spec.harness)  # fail now for a harness without a local driver
+        spec = effective_spec(self.spec, config)  # a harness not baked into the spec: SpecError
+        get_driver(spec.harness).check(spec)  # fail now: no local driver, or a setting it cannot honour
         sid = session_id or str(uuid.uuid4())
         try:
             uuid.UUID(sid)
@@ -204,7 +203,7 @@ class LocalEngine:
         started = time.monotonic()
         record = session.record
         record.status = "running"
-        emit(UserEvent(text=run.prompt))
+        emit(UserEvent(text=run.prompt, message_id=run.message_id))
         driver = get_driver(spec.harness)
         paths = self._workspaces.paths(session.session_id)
         ctx: TurnContext | None = None
@@ -236,11 +235,11 @@ class LocalEngine:
                 driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
 
-            async def steer(text: str) -> bool:
+            async def steer(text: str, message_id: str) -> bool:
                 payload = driver.steer(text)
                 ok = payload is not None and await process.steer(payload)
                 if ok:
-                    emit(UserEvent(text=text))
+                    emit(UserEvent(text=text, message_id=message_id))
                 return ok
 
             run.bind(interrupt=process.stop, steer=steer)
@@ -275,6 +274,8 @@ class LocalEngine:
         record = session.record
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
+        if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
+            await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
         if spec.checkpoint and ctx is not None:
             root = driver.native_root(ctx)
             snapshot = await asyncio.to_thread(self._checkpoint, ctx, root, native, values, run.turn)
@@ -300,7 +301,7 @@ class LocalEngine:
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
         )
-        events = [e.model_dump(mode="json") for e in run.events]
+        events = [e.model_dump(mode="json") for e in run.events[run.flushed :]]
         await asyncio.to_thread(self._persist, session.record, turn, events)
         return result
 
@@ -380,8 +381,7 @@ class LocalEngine:
         self, ctx: TurnContext, native_root: Path, native: list[Path], values: list[str], turn: int
     ) -> SnapshotRef:
         # as redact(): values and their JSON-escaped forms (transcripts are JSON), none under 4 chars
-        forms = {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}
-        values = sorted(forms, key=len, reverse=True)
+        values = secret_forms(values)
         workspace_key = self.store.put_blob(Workspaces.snapshot(ctx.workspace, values))
         native_key = None
         if native:
@@ -398,33 +398,26 @@ class LocalEngine:
         return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
 
     async def execute_command(
-        self, session: Session, command: str, secrets: dict[str, str], timeout: float
+        self,
+        session: Session,
+        command: str,
+        secrets: dict[str, str],
+        timeout: float,
+        *,
+        max_output: int = DEFAULT_EXEC_OUTPUT,
     ) -> ExecResult:
         paths = self._workspaces.paths(session.session_id)
         paths.create()
         spec = effective_spec(self.spec, session.config)
         bin_dir = await self._workspaces.package_env(spec, lambda _s, _d: None)  # the agent's packages
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
+        return await run_command(
             command,
             cwd=paths.workspace,
             env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except (TimeoutError, asyncio.CancelledError):
-            await asyncio.shield(kill_tree(proc, grace=0.5))
-            raise
-        values = secret_values(secrets)
-        return ExecResult(
-            exit_code=proc.returncode if proc.returncode is not None else -1,
-            stdout=redact(out.decode(errors="replace"), values),
-            stderr=redact(err.decode(errors="replace"), values),
+            timeout=timeout,
+            max_output=max_output,
+            secret_values=secret_forms(secret_values(secrets)),
         )
 
     def close(self) -> None:

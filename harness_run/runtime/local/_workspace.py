@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -159,22 +160,40 @@ def _blank(text: str, secret_values: list[str]) -> str:
     return text
 
 
-def _git_env(secrets: Mapping[str, str], repo: GitRepo | None) -> dict[str, str]:
+def _git_env(secrets: Mapping[str, str], repo: GitRepo) -> dict[str, str]:
+    """The clone's environment: the token as git config through the environment (never a command
+    line or ``.git/config``); every turn's agent environment carries the same, so it can push."""
+    from harness_run.runtime._secrets import git_auth_env
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_TERMINAL_PROMPT"] = "0"
-    if repo is not None and repo.auth and repo.auth in secrets:
-        # Passed as git config through the environment: never on a command line or in .git/config.
-        import base64
-
-        token = base64.b64encode(f"x-access-token:{secrets[repo.auth]}".encode()).decode()
-        env.update(
-            {
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "http.extraHeader",
-                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {token}",
-            }
-        )
+    env.update(git_auth_env([repo], secrets))
     return env
+
+
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]*:[^/@\s]*)@")
+
+
+def scrub_git_credentials(workspace: Path, spec: AgentSpec, forms: list[str]) -> list[Path]:
+    """Take tokens out of the repos' git config (and the workspace's own) before anything is stored:
+    ``user:token@`` in remote URLs is dropped, lines holding a secret value are removed. Pushing keeps
+    working — each turn's environment gives git the token again. Returns the files changed."""
+    changed: list[Path] = []
+    candidates = [
+        workspace / ".git" / "config",
+        *(workspace / r.dir_name / ".git" / "config" for r in spec.repos),
+    ]
+    for config in dict.fromkeys(candidates):
+        try:
+            text = config.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        clean = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), text)
+        clean = "".join(line for line in clean.splitlines(keepends=True) if not any(f in line for f in forms))
+        if clean != text:
+            config.write_text(clean, encoding="utf-8")
+            changed.append(config)
+    return changed
 
 
 def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
@@ -186,15 +205,7 @@ def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
             kwargs["branch"] = repo.ref
         if repo.depth:
             kwargs["depth"] = repo.depth
-        cloned = git.Repo.clone_from(repo.url, target, **kwargs)  # type: ignore[arg-type]
-        if repo.auth:
-            # Push-ready: the helper reads the token from the agent's environment at run time.
-            with cloned.config_writer() as config:
-                config.set_value(
-                    "credential",
-                    "helper",
-                    f'!f() {{ echo username=x-access-token; echo "password=${{{repo.auth}}}"; }}; f',
-                )
+        git.Repo.clone_from(repo.url, target, **kwargs)  # type: ignore[arg-type]
     except git.GitCommandError as exc:
         shutil.rmtree(target, ignore_errors=True)
         raise RunError(
