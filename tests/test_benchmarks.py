@@ -15,9 +15,13 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def _run(script: str, *args: str) -> str:
+def _run(script: str, *args: str, timeout: float = 300) -> str:
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done.stdout
@@ -45,3 +49,15 @@ def test_concurrency_benchmark_reports_no_failures() -> None:
     assert re.search(
         r"3 concurrent sessions: wall [0-9.]+ s, [0-9.]+ s/turn, failures 0, client peak RSS", out
     ), out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1000)
+def test_warm_pool_benchmark_prints_latencies(docker_client: object, base_image: str, registry: str) -> None:
+    del docker_client, base_image, registry  # the services the script uses (DOCKER_HOST, the registry)
+    out = _run("warm_pool.py", "--turns", "2", "--cold-turns", "1", "--pool", "1", timeout=900)
+    assert re.search(r"^no-op redeploy wall time: p50 [0-9]+ ms", out, re.MULTILINE), out
+    for section in ("warm (pool of 1), 2 turns:", "cold (no pool), 1 turns:"):
+        assert section in out, out
+    assert len(re.findall(r"claim -> first event: p50 [0-9]+ ms", out)) == 2, out

@@ -156,10 +156,17 @@ class Session:
         get_driver(spec.harness).check(spec)  # what the harness cannot honour is refused, not ignored
         resolved = resolve_secrets(spec, secrets)
         run = Run(self.session_id, self.record.turns + 1, prompt, message_id)
+        # the backend may refuse synchronously (e.g. another client holds the turn): nothing is set then
+        body = self._backend.execute_turn(self, run, spec, resolved, turn_config)
         self._current = run
         self._messages[run.message_id] = run
-        run.start(self._backend.execute_turn(self, run, spec, resolved, turn_config))
+        run.start(body)
         return run
+
+    def attach(self, run: Run) -> None:
+        """Make ``run`` this session's running turn (runtimes use it when re-attaching to a turn
+        another process started; applications never need it)."""
+        self._current = run
 
     def send(
         self,

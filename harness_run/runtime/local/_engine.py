@@ -30,7 +30,7 @@ from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 
-__all__ = ["LocalEngine", "default_workdir", "spec_version"]
+__all__ = ["LocalEngine", "default_workdir", "spec_version", "turn_settings"]
 
 _SETTINGS_FIELDS = (
     "harness",
@@ -295,7 +295,7 @@ class LocalEngine:
             turn=run.turn,
             prompt=redact(run.prompt, values),
             started_at=run.started_at,
-            settings=_settings(spec),
+            settings=turn_settings(spec),
             turn_config=turn_config.to_dict() if turn_config else {},
             secret_names=sorted(n for n in spec.secret_names),
             result=result,
@@ -424,6 +424,7 @@ class LocalEngine:
         self.store.close()
 
 
-def _settings(spec: AgentSpec) -> dict[str, Any]:
+def turn_settings(spec: AgentSpec) -> dict[str, Any]:
+    """The effective settings a turn record keeps (no secrets)."""
     data = spec.to_dict()
     return {k: data[k] for k in _SETTINGS_FIELDS}

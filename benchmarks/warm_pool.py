@@ -1,0 +1,175 @@
+"""Warm pool: turn latency on the test cluster, warm (a Ready sandbox waits in the pool) vs cold.
+
+Deploys a Claude Code spec to the test cluster (the Kubernetes API emulator + the test controller,
+which runs each Sandbox as a real container of the compiled image), with history in fake GCS and
+the scripted model on 127.0.0.1. Each measured turn is the first turn of a new session, so it
+takes a new claim; the claim is released right after (``idle_ttl=0``). Before each warm turn the
+pool is back at its size. Prints p50/p95 of:
+
+  claim -> Ready         SandboxClaim created -> Ready, worker address known
+  claim -> first event   SandboxClaim created -> the turn's first event here (worker started it)
+  claim -> result        SandboxClaim created -> the result here
+  run() -> first event / result: the same from session.run() (adds the store's turn reservation)
+  turn inside the sandbox: the worker's own duration of the turn (the harness CLI and its setup)
+
+and the wall time of a no-op redeploy (digest already in the registry: nothing built or pushed).
+Needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY, the base image and PIP_CERT (as the docker tests).
+
+    python benchmarks/warm_pool.py [--turns 20] [--cold-turns 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MODEL, scripted_model
+
+PROJECT, LOCATION = "bench-project", "us-central1"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def show(label: str, values: list[float]) -> None:
+    ms = [v * 1000 for v in values]
+    print(
+        f"{label}: p50 {statistics.median(ms):.0f} ms  p95 {pct(ms, 0.95):.0f} ms  "
+        f"min {min(ms):.0f}  max {max(ms):.0f}  (n={len(ms)})"
+    )
+
+
+def report(m: dict[str, list[float]]) -> None:
+    show("  claim -> Ready (+ worker address)", m["ready"])
+    show("  claim -> first event", m["claim_first"])
+    show("  claim -> result", m["claim_result"])
+    show("  run() -> first event", m["first"])
+    show("  run() -> result", m["result"])
+    show("  turn inside the sandbox (worker's duration_s)", m["inside"])
+
+
+def wait_pool(kube: Any, pool: str, size: int, timeout: float = 120) -> None:
+    from harness_run.build import _k8s as k8s
+
+    kube.wait_for(
+        k8s.SANDBOX_WARM_POOL,
+        pool,
+        lambda o: int(((o or {}).get("status") or {}).get("readyReplicas") or 0) >= size,
+        timeout,
+    )
+
+
+async def measure(engine: Any, url: str, turns: int, pool_size: int) -> dict[str, list[float]]:
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    out: dict[str, list[float]] = {
+        k: [] for k in ("ready", "claim_first", "claim_result", "first", "result", "inside")
+    }
+    for _ in range(turns):
+        if pool_size:
+            await asyncio.to_thread(wait_pool, engine.kube, engine.pool, pool_size)
+        session = engine.start_session()
+        start, wall = time.perf_counter(), time.time()
+        run = session.run("write out.txt", secrets=secrets)
+        first = None
+        async for _event in run:
+            if first is None:
+                first = time.perf_counter() - start
+        result = await run
+        took = time.perf_counter() - start
+        if result.is_error:
+            raise SystemExit(f"turn failed: {result.error}")
+        out["first"].append(first or took)
+        out["result"].append(took)
+        claim = engine.claims.claimed[-1]
+        created = claim.claimed_at - claim.ready_s - wall  # seconds after run() the claim was made
+        out["ready"].append(claim.ready_s)
+        out["claim_first"].append((first or took) - created)
+        out["claim_result"].append(took - created)
+        out["inside"].append(result.duration_s)
+    await engine.aclose()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=20, help="warm turns")
+    parser.add_argument("--cold-turns", type=int, default=20, help="cold turns")
+    parser.add_argument("--pool", type=int, default=2, help="warm pool size")
+    args = parser.parse_args()
+
+    import docker
+
+    from harness_run import AgentSpec, sandbox
+    from harness_run.testing._gcs import FakeGcsServer
+    from harness_run.testing.cluster import ClusterEmulator, SandboxController
+
+    registry = os.environ.get("HARNESS_RUN_TEST_REGISTRY")
+    ca = os.environ.get("PIP_CERT")
+    if not registry or not os.environ.get("DOCKER_HOST") or not ca:
+        raise SystemExit(
+            'needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY and PIP_CERT: eval "$(scripts/services env)"'
+        )
+    base_image = os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie")
+    spec = AgentSpec(name="bench-pool", harness="claude-code", model=MODEL, checkpoint=True)
+    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=600)
+    labels = {"org.harness-run.bench": uuid.uuid4().hex[:12]}
+    with FakeGcsServer() as gcs, ClusterEmulator() as cluster, scripted_model() as url:
+        os.environ.update(gcs.env)
+        store = f"gs://{gcs.create_bucket('hr-bench-' + uuid.uuid4().hex[:8])}/hr"
+        controller = SandboxController(cluster, client, extra_env=dict(gcs.env), labels=labels)
+        try:
+
+            def deploy(warm: int, progress: bool = False) -> Any:
+                return sandbox.deploy(
+                    spec,
+                    project=PROJECT,
+                    location=LOCATION,
+                    warm_pool=warm,
+                    registry=f"{registry}/hr-bench",
+                    store=store,
+                    api_client=cluster.api_client(),
+                    docker_client=client,
+                    base_image=base_image,
+                    network_mode="host",
+                    ca_files=[ca],
+                    runtime_class=None,
+                    idle_ttl=0.0,
+                    progress=progress,
+                )
+
+            start = time.perf_counter()
+            engine = deploy(args.pool, progress=True)
+            print(f"first deploy (build, push, apply, pool ready): {time.perf_counter() - start:.1f} s")
+            noop = []
+            for _ in range(5):
+                start = time.perf_counter()
+                deploy(args.pool)
+                noop.append(time.perf_counter() - start)
+            show("no-op redeploy wall time", noop)
+
+            asyncio.run(measure(engine, url, 2, args.pool))  # warm-up: image layers, page cache
+            warm = asyncio.run(measure(engine, url, args.turns, args.pool))
+            print(f"\nwarm (pool of {args.pool}), {args.turns} turns:")
+            report(warm)
+
+            engine = deploy(0)
+            cold = asyncio.run(measure(engine, url, args.cold_turns, 0))
+            print(f"\ncold (no pool), {args.cold_turns} turns:")
+            report(cold)
+        finally:
+            controller.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+"""Sandbox claims: take a sandbox from the engine's warm pool, reach its worker, release it.
+
+One claim serves one session at a time. It is created with a fresh bearer token whose sha256 goes
+into the pod's annotations (``additionalPodMetadata``); the token itself stays in this process.
+After a turn the claim is kept for ``idle_ttl`` seconds for the next turn or ``exec``, then
+deleted (auto-pause): the next turn claims again and the worker resumes from the history store.
+
+A claim this process cannot release (it exits, crashes or loses its event loop) still ends: each
+claim carries ``lifecycle.shutdownTime`` (a lease of turn timeout + idle TTL, renewed on reuse) with
+``shutdownPolicy: Delete``, and held claims are deleted at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import hashlib
+import secrets
+import time
+import uuid
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from harness_run.build import _k8s as k8s
+from harness_run.build._manifests import engine_labels
+from harness_run.errors import InfrastructureError
+from harness_run.sandbox._kube import Kube, Obj
+
+if TYPE_CHECKING:
+    from harness_run.worker import WorkerClient
+
+__all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
+
+LABEL_SESSION = "harness-run.dev/session"
+ANNOTATION_CLAIMED_BY = "harness-run.dev/claimed-by"
+ROUTER_HEADER = "X-Sandbox-ID"
+_HEALTH_TIMEOUT = 2.0
+
+
+@dataclass
+class Claim:
+    """A bound sandbox: its claim object, the worker's address and the client holding the token."""
+
+    name: str
+    session_id: str
+    sandbox: str
+    url: str
+    client: WorkerClient
+    claimed_at: float
+    ready_s: float
+    expires: float = 0.0
+    busy: int = 0
+    broken: bool = False
+    idle: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+def claim_ready(obj: Obj | None) -> bool:
+    if obj is None:
+        return True  # deleted: stop watching (the caller sees None)
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return ready and bool((status.get("sandbox") or {}).get("name"))
+
+
+def worker_address(claim: Obj, sandbox: Obj | None) -> str:
+    """``http://<pod IP>:<port>`` from the claim's status (else the Sandbox's) and the port annotation."""
+    status = claim.get("status") or {}
+    ips = list((status.get("sandbox") or {}).get("podIPs") or [])
+    box_meta = (sandbox or {}).get("metadata") or {}
+    if not ips:
+        ips = list(((sandbox or {}).get("status") or {}).get("podIPs") or [])
+    if not ips:
+        raise InfrastructureError(
+            f"sandbox claim {claim['metadata']['name']} is Ready but reports no pod IP; "
+            "the Agent Sandbox controller may be too old (needs status.sandbox.podIPs)",
+            retryable=True,
+        )
+    port = (box_meta.get("annotations") or {}).get(k8s.ANNOTATION_WORKER_PORT) or str(k8s.WORKER_PORT)
+    host = str(ips[0])
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    return f"http://{host}:{int(port)}"
+
+
+class ClaimPool:
+    """The claims this process holds, one per session, for one engine version."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        engine: str,
+        short: str,
+        pool: str,
+        idle_ttl: float,
+        claim_timeout: float,
+        lease: float = 3600.0,
+        router_url: str | None = None,
+    ) -> None:
+        self.kube = kube
+        self.engine = engine
+        self.short = short
+        self.pool = pool
+        self.idle_ttl = idle_ttl
+        self.claim_timeout = claim_timeout
+        self.lease = lease + max(0.0, idle_ttl) + claim_timeout
+        self.router_url = router_url.rstrip("/") if router_url else None
+        self._held: dict[str, Claim] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.holder = f"client-{uuid.uuid4().hex[:12]}"
+        _POOLS.add(self)
+        self.claimed: deque[Claim] = deque(maxlen=1000)
+        """The last claims this process made, in order (``ready_s``: created -> Ready + address)."""
+
+    def held(self, session_id: str) -> Claim | None:
+        return self._held.get(session_id)
+
+    async def acquire(self, session_id: str) -> Claim:
+        """The session's held claim if its worker answers, else a new claim (waits for Ready)."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            claim = self._held.get(session_id)
+            if claim is not None:
+                if claim.idle is not None:
+                    claim.idle.cancel()
+                    claim.idle = None
+                if not claim.broken and await self._healthy(claim):
+                    await self._renew(claim)
+                    claim.busy += 1
+                    return claim
+                await self.release(claim)
+            claim = await self._claim(session_id)
+            self.claimed.append(claim)
+            claim.busy += 1
+            self._held[session_id] = claim
+            return claim
+
+    def done_with(self, claim: Claim) -> None:
+        """The turn or command is over: keep the claim for ``idle_ttl`` seconds, then release it."""
+        claim.busy = max(0, claim.busy - 1)
+        if claim.busy or self._held.get(claim.session_id) is not claim:
+            return
+        if claim.broken or self.idle_ttl <= 0:
+            self._spawn(self.release(claim))
+            return
+        loop = asyncio.get_running_loop()
+        claim.idle = loop.call_later(self.idle_ttl, lambda: self._spawn(self.release(claim)))
+
+    async def release(self, claim: Claim) -> None:
+        """Delete the claim (its sandbox goes with it) and forget it."""
+        if claim.idle is not None:
+            claim.idle.cancel()
+            claim.idle = None
+        if self._held.get(claim.session_id) is claim:
+            del self._held[claim.session_id]
+        with contextlib.suppress(Exception):
+            await claim.client.close()
+        with contextlib.suppress(InfrastructureError):
+            await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, claim.name)
+
+    async def close(self) -> None:
+        for claim in list(self._held.values()):
+            await self.release(claim)
+
+    _tasks: set[asyncio.Task[Any]] = set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        ClaimPool._tasks.add(task)
+        task.add_done_callback(ClaimPool._tasks.discard)
+
+    async def _renew(self, claim: Claim) -> None:
+        """Push the claim's shutdownTime forward when less than half its lease is left."""
+        now = time.time()
+        if claim.expires - now > self.lease / 2:
+            return
+        expires = now + self.lease
+        body = {"spec": {"lifecycle": {"shutdownTime": _timestamp(expires), "shutdownPolicy": "Delete"}}}
+        with contextlib.suppress(InfrastructureError):
+            await asyncio.to_thread(self.kube.patch, k8s.SANDBOX_CLAIM, claim.name, body)
+            claim.expires = expires
+
+    def release_now(self) -> None:
+        """Delete every held claim, blocking (interpreter exit: no event loop is left to do it)."""
+        for claim in list(self._held.values()):
+            with contextlib.suppress(Exception):
+                self.kube.delete(k8s.SANDBOX_CLAIM, claim.name)
+        self._held.clear()
+
+    async def _healthy(self, claim: Claim) -> bool:
+        try:
+            await asyncio.wait_for(claim.client.health(), _HEALTH_TIMEOUT)
+        except Exception:
+            return False
+        return True
+
+    # --- claiming --------------------------------------------------------------------------------
+
+    def claim_body(self, name: str, session_id: str, token_sha256: str, expires: float) -> Obj:
+        labels = {**engine_labels(self.engine, self.short), LABEL_SESSION: session_id}
+        return {
+            "apiVersion": k8s.SANDBOX_CLAIM.api_version,
+            "kind": k8s.SANDBOX_CLAIM.kind,
+            "metadata": {
+                "name": name,
+                "namespace": self.kube.namespace,
+                "labels": labels,
+                "annotations": {ANNOTATION_CLAIMED_BY: self.holder},
+            },
+            "spec": {
+                "warmPoolRef": {"name": self.pool},
+                "lifecycle": {"shutdownTime": _timestamp(expires), "shutdownPolicy": "Delete"},
+                "additionalPodMetadata": {
+                    "labels": {LABEL_SESSION: session_id},
+                    "annotations": {k8s.ANNOTATION_TOKEN_SHA256: token_sha256},
+                },
+            },
+        }
+
+    async def _claim(self, session_id: str) -> Claim:
+        from harness_run.worker import WorkerClient
+
+        token = secrets.token_urlsafe(32)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        name = f"{self.pool[:48].rstrip('-')}-{uuid.uuid4().hex[:8]}"
+        started = time.monotonic()
+        expires = time.time() + self.lease
+        await asyncio.to_thread(self.kube.create, self.claim_body(name, session_id, digest, expires))
+        try:
+            obj = await asyncio.to_thread(
+                self.kube.wait_for, k8s.SANDBOX_CLAIM, name, claim_ready, self.claim_timeout
+            )
+        except TimeoutError:
+            with contextlib.suppress(InfrastructureError):
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            raise InfrastructureError(
+                f"sandbox claim {name} on warm pool {self.pool} (namespace {self.kube.namespace}) "
+                f"did not become Ready within {self.claim_timeout:g} s; check the pool with `kubectl "
+                f"get sandboxwarmpool {self.pool} -n {self.kube.namespace}` and the controller's "
+                "events (image pull, node capacity, runtime class)",
+                retryable=True,
+            ) from None
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            raise
+        if obj is None:
+            raise InfrastructureError(
+                f"sandbox claim {name} on warm pool {self.pool} was deleted before it became Ready",
+                retryable=True,
+            )
+        sandbox_name = str(obj["status"]["sandbox"]["name"])
+        try:
+            sandbox = await asyncio.to_thread(self.kube.get, k8s.SANDBOX, sandbox_name)
+            if self.router_url:
+                url = self.router_url
+                client = WorkerClient(url, token, headers={ROUTER_HEADER: sandbox_name})
+            else:
+                url = worker_address(obj, sandbox)
+                client = WorkerClient(url, token)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            raise
+        return Claim(
+            name=name,
+            session_id=session_id,
+            sandbox=sandbox_name,
+            url=url,
+            client=client,
+            claimed_at=time.time(),
+            ready_s=time.monotonic() - started,
+            expires=expires,
+        )
+
+    async def session_claims(self, session_id: str) -> list[Obj]:
+        """Every claim (of any process) labelled with this session, oldest first."""
+        items = await asyncio.to_thread(self.kube.list, k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id})
+        return sorted(items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
+
+
+def _timestamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_POOLS: weakref.WeakSet[ClaimPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    for pool in list(_POOLS):
+        pool.release_now()
