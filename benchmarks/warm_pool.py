@@ -62,12 +62,10 @@ def report(m: dict[str, list[float]]) -> None:
 def wait_pool(kube: Any, pool: str, size: int, timeout: float = 120) -> None:
     from harness_run.build import _k8s as k8s
 
-    kube.wait_for(
-        k8s.SANDBOX_WARM_POOL,
-        pool,
-        lambda o: int(((o or {}).get("status") or {}).get("readyReplicas") or 0) >= size,
-        timeout,
-    )
+    def ready(obj: dict[str, Any] | None) -> bool:
+        return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0) >= size
+
+    kube.wait_for(k8s.SANDBOX_WARM_POOL, pool, ready, timeout)
 
 
 async def measure(engine: Any, url: str, turns: int, pool_size: int) -> dict[str, list[float]]:

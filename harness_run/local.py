@@ -3,14 +3,17 @@
 ``deploy`` prepares nothing heavy up front; workspaces, repos, skills and package venvs are made on
 a session's first turn and reused. History (and, with ``checkpoint=True``, snapshots) goes to an
 SQLite store under the workdir (``$HARNESS_RUN_HOME``, default ``~/.local/share/harness-run``).
+
+``deploy(spec, isolation="container")`` runs each session in its own container of the compiled
+image instead (the same image and worker protocol as the Agent Sandbox runtime; needs Docker).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from harness_run.errors import UsageError
 from harness_run.events import RunResult
@@ -18,7 +21,40 @@ from harness_run.runtime.local import LocalEngine, default_workdir
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
 from harness_run.store import SqliteStore
 
+if TYPE_CHECKING:
+    from harness_run.runtime.container import ContainerEngine
+
 __all__ = ["LocalEngine", "deploy", "get_engine", "run"]
+
+_ISOLATIONS = ("process", "container")
+
+
+@overload
+def deploy(
+    spec: AgentSpec,
+    *,
+    workdir: str | Path | None = None,
+    claude_binary: str | None = None,
+    codex_binary: str | None = None,
+    opencode_binary: str | None = None,
+    isolation: Literal["process"] = "process",
+) -> LocalEngine: ...
+
+
+@overload
+def deploy(
+    spec: AgentSpec,
+    *,
+    workdir: str | Path | None = None,
+    isolation: Literal["container"],
+    base_image: str | None = None,
+    docker_client: Any = None,
+    network_mode: str = "host",
+    ca_files: Sequence[str | Path] = (),
+    idle_ttl: float = 60.0,
+    labels: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ContainerEngine: ...
 
 
 def deploy(
@@ -28,8 +64,42 @@ def deploy(
     claude_binary: str | None = None,
     codex_binary: str | None = None,
     opencode_binary: str | None = None,
-) -> LocalEngine:
-    """An engine for ``spec`` on this machine."""
+    isolation: Literal["process", "container"] = "process",
+    base_image: str | None = None,
+    docker_client: Any = None,
+    network_mode: str = "host",
+    ca_files: Sequence[str | Path] = (),
+    idle_ttl: float = 60.0,
+    labels: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> LocalEngine | ContainerEngine:
+    """An engine for ``spec`` on this machine.
+
+    ``isolation="process"`` (default): each turn is a harness CLI subprocess in a per-session
+    workspace under ``workdir``. ``isolation="container"``: ``spec`` is compiled into an image (built
+    on the Docker engine, ``docker_client`` or ``DOCKER_HOST``, unless that tag exists locally; on
+    ``base_image`` with the extra ``ca_files``, built with ``network_mode``) and each session runs in
+    its own container of it, through the in-image worker as on Agent Sandbox; the containers use
+    ``network_mode`` (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are
+    removed after ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
+    """
+    if isolation == "container":
+        from harness_run.build._pins import DEFAULT_BASE_IMAGE
+        from harness_run.runtime.container import deploy_container
+
+        return deploy_container(
+            spec,
+            workdir=Path(workdir) if workdir is not None else default_workdir(),
+            base_image=base_image or DEFAULT_BASE_IMAGE,
+            docker_client_=docker_client,
+            network_mode=network_mode,
+            ca_files=ca_files,
+            idle_ttl=idle_ttl,
+            labels=labels,
+            progress=progress,
+        )
+    if isolation != "process":
+        raise UsageError(f"isolation must be one of {list(_ISOLATIONS)}, not {isolation!r}")
     return LocalEngine(
         spec,
         workdir=workdir,
@@ -39,14 +109,28 @@ def deploy(
     )
 
 
-def get_engine(name: str, *, workdir: str | Path | None = None, version: str | None = None) -> LocalEngine:
-    """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process)."""
+def get_engine(
+    name: str,
+    *,
+    workdir: str | Path | None = None,
+    version: str | None = None,
+    docker_client: Any = None,
+    idle_ttl: float = 60.0,
+) -> LocalEngine | ContainerEngine:
+    """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process): a
+    :class:`ContainerEngine` when that was deployed with ``isolation="container"`` (on
+    ``docker_client``, default ``DOCKER_HOST``; nothing is built)."""
     root = Path(workdir) if workdir is not None else default_workdir()
     store = SqliteStore(root)
     record = store.get_engine(name, version)
     if record is None:
         known = sorted({e.name for e in store.list_engines()})
         raise UsageError(f"no engine named {name!r} in {root}; deployed engines: {known or 'none'}")
+    if record.runtime == "container":
+        from harness_run.runtime.container._engine import docker_client as client_of
+        from harness_run.runtime.container._engine import engine_for, share_store
+
+        return engine_for(record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl)
     return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, store=store)
 
 

@@ -13,49 +13,24 @@ claim carries ``lifecycle.shutdownTime`` (a lease of turn timeout + idle TTL, re
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import hashlib
 import secrets
 import time
 import uuid
-import weakref
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from harness_run.build import _k8s as k8s
 from harness_run.build._manifests import engine_labels
 from harness_run.errors import InfrastructureError
+from harness_run.runtime._provider import Claim, HeldClaims
 from harness_run.sandbox._kube import Kube, Obj
-
-if TYPE_CHECKING:
-    from harness_run.worker import WorkerClient
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
 
 LABEL_SESSION = "harness-run.dev/session"
 ANNOTATION_CLAIMED_BY = "harness-run.dev/claimed-by"
 ROUTER_HEADER = "X-Sandbox-ID"
-_HEALTH_TIMEOUT = 2.0
-
-
-@dataclass
-class Claim:
-    """A bound sandbox: its claim object, the worker's address and the client holding the token."""
-
-    name: str
-    session_id: str
-    sandbox: str
-    url: str
-    client: WorkerClient
-    claimed_at: float
-    ready_s: float
-    expires: float = 0.0
-    busy: int = 0
-    broken: bool = False
-    idle: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
 def claim_ready(obj: Obj | None) -> bool:
@@ -88,8 +63,9 @@ def worker_address(claim: Obj, sandbox: Obj | None) -> str:
     return f"http://{host}:{int(port)}"
 
 
-class ClaimPool:
-    """The claims this process holds, one per session, for one engine version."""
+class ClaimPool(HeldClaims):
+    """The claims this process holds, one per session, for one engine version (the Agent Sandbox
+    :class:`~harness_run.runtime._provider.SandboxProvider`)."""
 
     def __init__(
         self,
@@ -103,79 +79,15 @@ class ClaimPool:
         lease: float = 3600.0,
         router_url: str | None = None,
     ) -> None:
+        super().__init__(idle_ttl=idle_ttl, claim_timeout=claim_timeout, holder_prefix="client")
         self.kube = kube
         self.engine = engine
         self.short = short
         self.pool = pool
-        self.idle_ttl = idle_ttl
-        self.claim_timeout = claim_timeout
         self.lease = lease + max(0.0, idle_ttl) + claim_timeout
         self.router_url = router_url.rstrip("/") if router_url else None
-        self._held: dict[str, Claim] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.holder = f"client-{uuid.uuid4().hex[:12]}"
-        _POOLS.add(self)
-        self.claimed: deque[Claim] = deque(maxlen=1000)
-        """The last claims this process made, in order (``ready_s``: created -> Ready + address)."""
 
-    def held(self, session_id: str) -> Claim | None:
-        return self._held.get(session_id)
-
-    async def acquire(self, session_id: str) -> Claim:
-        """The session's held claim if its worker answers, else a new claim (waits for Ready)."""
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            claim = self._held.get(session_id)
-            if claim is not None:
-                if claim.idle is not None:
-                    claim.idle.cancel()
-                    claim.idle = None
-                if not claim.broken and await self._healthy(claim):
-                    await self._renew(claim)
-                    claim.busy += 1
-                    return claim
-                await self.release(claim)
-            claim = await self._claim(session_id)
-            self.claimed.append(claim)
-            claim.busy += 1
-            self._held[session_id] = claim
-            return claim
-
-    def done_with(self, claim: Claim) -> None:
-        """The turn or command is over: keep the claim for ``idle_ttl`` seconds, then release it."""
-        claim.busy = max(0, claim.busy - 1)
-        if claim.busy or self._held.get(claim.session_id) is not claim:
-            return
-        if claim.broken or self.idle_ttl <= 0:
-            self._spawn(self.release(claim))
-            return
-        loop = asyncio.get_running_loop()
-        claim.idle = loop.call_later(self.idle_ttl, lambda: self._spawn(self.release(claim)))
-
-    async def release(self, claim: Claim) -> None:
-        """Delete the claim (its sandbox goes with it) and forget it."""
-        if claim.idle is not None:
-            claim.idle.cancel()
-            claim.idle = None
-        if self._held.get(claim.session_id) is claim:
-            del self._held[claim.session_id]
-        with contextlib.suppress(Exception):
-            await claim.client.close()
-        with contextlib.suppress(InfrastructureError):
-            await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, claim.name)
-
-    async def close(self) -> None:
-        for claim in list(self._held.values()):
-            await self.release(claim)
-
-    _tasks: set[asyncio.Task[Any]] = set()
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        ClaimPool._tasks.add(task)
-        task.add_done_callback(ClaimPool._tasks.discard)
-
-    async def _renew(self, claim: Claim) -> None:
+    async def _reused(self, claim: Claim) -> None:
         """Push the claim's shutdownTime forward when less than half its lease is left."""
         now = time.time()
         if claim.expires - now > self.lease / 2:
@@ -186,19 +98,10 @@ class ClaimPool:
             await asyncio.to_thread(self.kube.patch, k8s.SANDBOX_CLAIM, claim.name, body)
             claim.expires = expires
 
-    def release_now(self) -> None:
-        """Delete every held claim, blocking (interpreter exit: no event loop is left to do it)."""
-        for claim in list(self._held.values()):
-            with contextlib.suppress(Exception):
-                self.kube.delete(k8s.SANDBOX_CLAIM, claim.name)
-        self._held.clear()
-
-    async def _healthy(self, claim: Claim) -> bool:
-        try:
-            await asyncio.wait_for(claim.client.health(), _HEALTH_TIMEOUT)
-        except Exception:
-            return False
-        return True
+    def _discard(self, claim: Claim) -> None:
+        """Delete the claim (its sandbox goes with it)."""
+        with contextlib.suppress(InfrastructureError):
+            self.kube.delete(k8s.SANDBOX_CLAIM, claim.name)
 
     # --- claiming --------------------------------------------------------------------------------
 
@@ -223,7 +126,7 @@ class ClaimPool:
             },
         }
 
-    async def _claim(self, session_id: str) -> Claim:
+    async def _new(self, session_id: str) -> Claim:
         from harness_run.worker import WorkerClient
 
         token = secrets.token_urlsafe(32)
@@ -284,15 +187,29 @@ class ClaimPool:
         items = await asyncio.to_thread(self.kube.list, k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id})
         return sorted(items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
 
+    async def has_sandbox(self, session_id: str) -> bool:
+        return bool(await self.session_claims(session_id))
+
+    async def drop_session(self, session_id: str) -> None:
+        """Delete the session's claims (their client is gone: nobody else releases them)."""
+        for obj in await self.session_claims(session_id):
+            with contextlib.suppress(InfrastructureError):
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, obj["metadata"]["name"])
+
+    async def sandbox_gone(self, claim: Claim) -> str | None:
+        """Why the claim's Sandbox is gone (deleted, or not Ready), else None."""
+        try:
+            obj = await asyncio.to_thread(self.kube.get, k8s.SANDBOX, claim.sandbox)
+        except InfrastructureError:
+            return None  # the API server hiccuped; the event stream decides
+        if obj is None:
+            return "was deleted"
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") != "True":
+                why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+                return f"stopped being Ready ({why or 'no reason given'})"
+        return None
+
 
 def _timestamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_POOLS: weakref.WeakSet[ClaimPool] = weakref.WeakSet()
-
-
-@atexit.register
-def _release_at_exit() -> None:
-    for pool in list(_POOLS):
-        pool.release_now()

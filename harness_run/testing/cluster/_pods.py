@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from harness_run._net import free_port
 from harness_run.build import _k8s as k8s
 
 __all__ = ["LABEL_CONTROLLER", "LABEL_SANDBOX", "Pod", "PodRuntime", "downward_api_text"]
@@ -63,12 +64,6 @@ def _quantity(value: Any) -> float | None:
     with contextlib.suppress(ValueError):
         return float(text)
     return None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(eq=False)

@@ -1,0 +1,193 @@
+"""What an engine that runs turns on the in-image worker needs from whatever gives it sandboxes.
+
+A :class:`SandboxProvider` hands out :class:`Claim` s: a sandbox bound to one session, the address
+of its worker and a :class:`~harness_run.worker.WorkerClient` holding the claim's bearer token. The
+Kubernetes Agent Sandbox runtime claims pods from a warm pool
+(:class:`harness_run.sandbox._claims.ClaimPool`); local container isolation starts a Docker
+container per session (:class:`harness_run.runtime.container.ContainerPool`). The engine
+(:class:`harness_run.runtime._worker_engine.WorkerEngine`) is the same for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from harness_run.worker import WorkerClient
+
+__all__ = ["Claim", "HeldClaims", "SandboxProvider"]
+
+_HEALTH_TIMEOUT = 2.0
+
+
+@dataclass
+class Claim:
+    """A bound sandbox: its name, the worker's address and the client holding the token."""
+
+    name: str
+    session_id: str
+    sandbox: str
+    url: str
+    client: WorkerClient
+    claimed_at: float
+    ready_s: float
+    expires: float = 0.0
+    busy: int = 0
+    broken: bool = False
+    idle: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class SandboxProvider(Protocol):
+    """The sandboxes of one engine version, as this process sees them."""
+
+    holder: str
+    """Who this process is (the store's turn reservations name it)."""
+    claim_timeout: float
+    """How long a claim may take to become ready (a turn that never starts is orphaned after it)."""
+
+    def held(self, session_id: str) -> Claim | None:
+        """The claim this process holds for the session, if any."""
+        ...
+
+    async def acquire(self, session_id: str) -> Claim:
+        """The session's held claim if its worker answers, else a new one (waits until ready)."""
+        ...
+
+    def done_with(self, claim: Claim) -> None:
+        """A turn or command is over: keep the claim for the idle TTL, then release it."""
+        ...
+
+    async def release(self, claim: Claim) -> None:
+        """Give the sandbox up now (it is deleted) and forget the claim."""
+        ...
+
+    async def close(self) -> None:
+        """Release every claim this process holds."""
+        ...
+
+    async def has_sandbox(self, session_id: str) -> bool:
+        """Whether any process still holds a live sandbox for the session."""
+        ...
+
+    async def drop_session(self, session_id: str) -> None:
+        """Release the session's sandboxes left by a process that is gone (not ones held here)."""
+        ...
+
+    async def sandbox_gone(self, claim: Claim) -> str | None:
+        """Why the claim's sandbox is gone (``"was deleted"``…), or None while it is there. One
+        check; the engine polls it while a turn runs. Transient errors answer None."""
+        ...
+
+
+class HeldClaims:
+    """The bookkeeping every provider shares: one claim per session, reused while its worker
+    answers, kept ``idle_ttl`` seconds after use, released on ``close()`` and at interpreter exit.
+    Subclasses say how a claim is made (``_new``), refreshed on reuse (``_reused``) and given up
+    (``_discard``, blocking: it also runs at exit, with no event loop left)."""
+
+    def __init__(self, *, idle_ttl: float, claim_timeout: float, holder_prefix: str) -> None:
+        self.idle_ttl = idle_ttl
+        self.claim_timeout = claim_timeout
+        self.holder = f"{holder_prefix}-{uuid.uuid4().hex[:12]}"
+        self._held: dict[str, Claim] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.claimed: deque[Claim] = deque(maxlen=1000)
+        """The last claims this process made, in order (``ready_s``: requested -> worker ready)."""
+        _LIVE.add(self)
+
+    async def _new(self, session_id: str) -> Claim:
+        raise NotImplementedError
+
+    async def _reused(self, claim: Claim) -> None:
+        """Called when a held claim serves another turn (e.g. to renew its lease)."""
+
+    def _discard(self, claim: Claim) -> None:
+        raise NotImplementedError
+
+    def held(self, session_id: str) -> Claim | None:
+        return self._held.get(session_id)
+
+    async def acquire(self, session_id: str) -> Claim:
+        """The session's held claim if its worker answers, else a new one (waits until ready)."""
+        async with self._locks.setdefault(session_id, asyncio.Lock()):
+            claim = self._held.get(session_id)
+            if claim is not None:
+                if claim.idle is not None:
+                    claim.idle.cancel()
+                    claim.idle = None
+                if not claim.broken and await self._healthy(claim):
+                    await self._reused(claim)
+                    claim.busy += 1
+                    return claim
+                await self.release(claim)
+            claim = await self._new(session_id)
+            self.claimed.append(claim)
+            claim.busy += 1
+            self._held[session_id] = claim
+            return claim
+
+    def done_with(self, claim: Claim) -> None:
+        """The turn or command is over: keep the claim for ``idle_ttl`` seconds, then release it."""
+        claim.busy = max(0, claim.busy - 1)
+        if claim.busy or self._held.get(claim.session_id) is not claim:
+            return
+        if claim.broken or self.idle_ttl <= 0:
+            self._spawn(self.release(claim))
+            return
+        loop = asyncio.get_running_loop()
+        claim.idle = loop.call_later(self.idle_ttl, lambda: self._spawn(self.release(claim)))
+
+    async def release(self, claim: Claim) -> None:
+        """Give the sandbox up now and forget the claim."""
+        if claim.idle is not None:
+            claim.idle.cancel()
+            claim.idle = None
+        if self._held.get(claim.session_id) is claim:
+            del self._held[claim.session_id]
+        with contextlib.suppress(Exception):
+            await claim.client.close()
+        await asyncio.to_thread(self._discard, claim)
+
+    async def close(self) -> None:
+        for claim in list(self._held.values()):
+            await self.release(claim)
+
+    def release_now(self) -> None:
+        """Give up every held claim, blocking (``close()`` without a loop, interpreter exit)."""
+        for claim in list(self._held.values()):
+            if claim.idle is not None:
+                claim.idle.cancel()
+            with contextlib.suppress(Exception):
+                self._discard(claim)
+        self._held.clear()
+
+    async def _healthy(self, claim: Claim) -> bool:
+        try:
+            await asyncio.wait_for(claim.client.health(), _HEALTH_TIMEOUT)
+        except Exception:
+            return False
+        return True
+
+    _tasks: set[asyncio.Task[Any]] = set()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        HeldClaims._tasks.add(task)
+        task.add_done_callback(HeldClaims._tasks.discard)
+
+
+_LIVE: weakref.WeakSet[HeldClaims] = weakref.WeakSet()
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    for provider in list(_LIVE):
+        provider.release_now()

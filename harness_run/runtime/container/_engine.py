@@ -1,0 +1,177 @@
+"""``ContainerEngine``: local sessions isolated in containers of the compiled image.
+
+The same engine as the Agent Sandbox runtime (:class:`~harness_run.runtime._worker_engine.WorkerEngine`:
+the worker protocol, turns, re-attach, exec), with a :class:`ContainerPool` instead of a warm pool.
+History is the workdir's SQLite store, shared with the containers through a bind mount.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness_run.build._k8s import AGENT_UID
+from harness_run.build._pins import DEFAULT_BASE_IMAGE
+from harness_run.errors import InfrastructureError, UsageError
+from harness_run.runtime._worker_engine import WorkerEngine
+from harness_run.runtime.container._pool import ContainerPool
+from harness_run.spec import AgentSpec
+from harness_run.store import EngineRecord, SqliteStore
+
+__all__ = ["RUNTIME", "ContainerEngine", "deploy_container", "docker_client", "engine_for"]
+
+RUNTIME = "container"
+_HOW_TO_START = (
+    "start Docker (`sudo systemctl start docker`, or open Docker Desktop) or point DOCKER_HOST at a "
+    "running engine; or use isolation='process'"
+)
+
+
+class ContainerEngine(WorkerEngine):
+    """An engine whose sessions each run in their own container (``local.deploy(isolation="container")``)."""
+
+    runtime = RUNTIME
+    claims: ContainerPool
+
+    def __init__(self, record: EngineRecord, *, store: SqliteStore, claims: ContainerPool) -> None:
+        super().__init__(record, store=store, claims=claims)
+        self.workdir = store.root
+
+    @property
+    def image(self) -> str:
+        return self.claims.image
+
+    def __repr__(self) -> str:
+        return f"<ContainerEngine {self.name} image={self.image}>"
+
+    def close(self) -> None:
+        """Remove this process's containers now (from synchronous code; ``aclose`` from async)."""
+        self.claims.release_now()
+
+
+def docker_client(client: Any = None) -> Any:
+    """``client``, else ``docker.from_env()``; an engine that does not answer is an
+    :class:`InfrastructureError` saying how to start one."""
+    try:
+        import docker
+    except ImportError:
+        raise UsageError(
+            "isolation='container' needs the docker SDK: pip install 'harness-run[sandbox]'"
+        ) from None
+    try:
+        client = client if client is not None else docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # DockerException, or requests' ConnectionError from ping()
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        raise InfrastructureError(
+            f"no Docker engine answers at {where} ({exc}); {_HOW_TO_START}", retryable=True
+        ) from None
+    return client
+
+
+def share_store(root: Path) -> SqliteStore:
+    """The workdir's SQLite store, writable by the containers' user (uid 1000) as well: the database
+    files and blob directories are made group/world-writable unless this process is uid 1000."""
+    store = SqliteStore(root)
+    if os.getuid() == AGENT_UID:
+        return store
+    blobs = root / "blobs"
+    dirs = [root, blobs, *(blobs / f"{i:02x}" for i in range(256))]
+    for path in dirs:
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)
+    for name in ("history.sqlite3", "history.sqlite3-wal", "history.sqlite3-shm"):
+        if (root / name).exists():
+            (root / name).chmod(0o666)
+    return store
+
+
+def deploy_container(
+    spec: AgentSpec,
+    *,
+    workdir: Path,
+    base_image: str = DEFAULT_BASE_IMAGE,
+    docker_client_: Any = None,
+    network_mode: str = "host",
+    ca_files: Sequence[str | Path] = (),
+    idle_ttl: float = 60.0,
+    claim_timeout: float = 120.0,
+    labels: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ContainerEngine:
+    """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
+    workdir's store and return the engine."""
+    from harness_run.build import build_image, compile
+
+    if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
+    client = docker_client(docker_client_)
+    plan = compile(
+        spec, base_image=base_image, ca_files=ca_files, build_network=network_mode, runtime_class=None
+    )
+    if not _image_exists(client, plan.image):
+        build_image(plan, client=client, progress=progress)
+    store = share_store(workdir)
+    existing = store.get_engine(spec.name, plan.digest)
+    record = EngineRecord(
+        name=spec.name,
+        version=plan.digest,
+        spec=spec.to_dict(),
+        runtime=RUNTIME,
+        created_at=existing.created_at if existing is not None else time.time(),
+    )
+    store.put_engine(record)
+    return engine_for(
+        record,
+        store,
+        client,
+        image=plan.image,
+        network_mode=network_mode,
+        idle_ttl=idle_ttl,
+        claim_timeout=claim_timeout,
+        labels=labels,
+    )
+
+
+def engine_for(
+    record: EngineRecord,
+    store: SqliteStore,
+    client: Any,
+    *,
+    image: str | None = None,
+    network_mode: str = "host",
+    idle_ttl: float = 60.0,
+    claim_timeout: float = 120.0,
+    labels: Mapping[str, str] | None = None,
+) -> ContainerEngine:
+    """The engine of a recorded container version (its image is ``harness-run/<name>:<short>``)."""
+    from harness_run.build._plan import SHORT_DIGEST_LEN
+
+    pool = ContainerPool(
+        client,
+        image=image or f"harness-run/{record.name}:{record.version[:SHORT_DIGEST_LEN]}",
+        engine=record.name,
+        store_dir=store.root,
+        idle_ttl=idle_ttl,
+        claim_timeout=claim_timeout,
+        network_mode=network_mode,
+        labels=labels,
+    )
+    return ContainerEngine(record, store=store, claims=pool)
+
+
+def _image_exists(client: Any, image: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.DockerException as exc:
+        raise InfrastructureError(
+            f"cannot ask the Docker engine about {image}: {exc}", retryable=True
+        ) from None
+    return True

@@ -1,0 +1,201 @@
+"""``local.deploy(spec, isolation="container")``: each session in its own container of the compiled
+image, driven through the in-image worker (the Agent Sandbox code path), history in the workdir.
+
+Every turn runs the real ``claude`` inside a container (host network) against the scripted model on
+127.0.0.1; the image is built once per module (from the local base image, with the proxy's CA).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_run import AgentSpec, local
+from harness_run.errors import InfrastructureError, UsageError
+from harness_run.events import ToolResultEvent
+from harness_run.runtime.container import ContainerEngine
+from harness_run.testing import Reply, Rule, ScriptedModel
+
+from ._helpers import MODEL, model_secrets
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+
+RULES = [
+    Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
+    Rule(match="read the file", reply=Reply.shell("cat out.txt")),
+    Rule(match="just answer", reply=Reply.text("plain answer")),
+    Rule(reply=Reply.text("done"), tool_result=True),
+]
+LABEL_SESSION = "harness-run.dev/session"
+
+
+def spec() -> AgentSpec:
+    return AgentSpec(name="ctr", harness="claude-code", model=MODEL, checkpoint=True)
+
+
+@dataclass
+class Setup:
+    model: ScriptedModel
+    workdir: Path
+    docker_client: Any
+    options: dict[str, Any]
+
+    def deploy(self, **kwargs: Any) -> Any:
+        return local.deploy(spec(), workdir=self.workdir, isolation="container", **{**self.options, **kwargs})
+
+    def containers(self, session_id: str) -> list[Any]:
+        return self.docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}
+        )
+
+
+@pytest.fixture(scope="module")
+def setup(
+    docker_client: Any,
+    docker_labels: dict[str, str],
+    base_image: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Setup]:
+    ca = os.environ.get("PIP_CERT")
+    if not ca or not Path(ca).is_file():
+        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
+    options = {
+        "docker_client": docker_client,
+        "base_image": base_image,
+        "ca_files": [ca],
+        "network_mode": "host",
+        "labels": docker_labels,
+    }
+    with ScriptedModel(RULES) as model:
+        setup = Setup(model, tmp_path_factory.mktemp("ctr") / "workdir", docker_client, options)
+        started = time.perf_counter()
+        engine = setup.deploy()  # builds the image (or finds it)
+        print(
+            f"\ncontainer deploy (compile + build or find {engine.image}): {time.perf_counter() - started:.1f} s"
+        )
+        engine.close()
+        yield setup
+
+
+@pytest.fixture
+async def engine(setup: Setup) -> AsyncIterator[Any]:
+    eng = setup.deploy()
+    yield eng
+    await eng.aclose()
+
+
+def _gone_within(setup: Setup, session_id: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while setup.containers(session_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _tool_outputs(events: list[Any]) -> str:
+    return "\n".join(e.content for e in events if isinstance(e, ToolResultEvent))
+
+
+async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engine: Any) -> None:
+    session = engine.start_session()
+    started = time.perf_counter()
+    run = session.send("write the file out.txt", secrets=model_secrets(setup.model))
+    first_event = first_agent_event = None
+    async for event in run:
+        if first_event is None:
+            first_event = time.perf_counter() - started
+        if first_agent_event is None and event.type != "user":
+            first_agent_event = time.perf_counter() - started
+    first = await run
+    assert not first.is_error, first.error
+    assert first.text == "done"
+    ready_s = engine.claims.claimed[-1].ready_s
+    print(
+        f"\ncold start: container -> worker healthy {ready_s:.2f} s; send -> first event (the prompt) "
+        f"{first_event:.2f} s, -> first harness event {first_agent_event:.2f} s"
+    )
+    containers = setup.containers(session.session_id)
+    assert len(containers) == 1 and containers[0].status == "running"
+    # turn 2 in the same container resumes turn 1's conversation (the harness's native session)
+    again = session.send("now read the file back", secrets=model_secrets(setup.model))
+    second = await again
+    assert not second.is_error, second.error
+    assert "hello-from-turn-1" in _tool_outputs(again.events)
+    last = [r for r in setup.model.main_requests if "read the file" in r.text][-1]
+    assert "write the file out.txt" in last.text  # turn 1's messages went with turn 2's request
+    # commands run in the container's workspace, as the image's user, not on this machine
+    who = await session.exec("id -u && pwd && cat out.txt")
+    assert who.exit_code == 0, who.stderr
+    uid, workspace, content = who.stdout.split()
+    assert (uid, content) == ("1000", "hello-from-turn-1")
+    assert workspace.endswith(f"/sessions/{session.session_id}/workspace")
+    assert not await asyncio.to_thread(Path(workspace).exists)  # the container's filesystem, not ours
+    local_workspace = setup.workdir / "sessions" / session.session_id
+    assert not await asyncio.to_thread(local_workspace.exists)  # nor the local runtime's
+    assert [t.turn for t in session.history()] == [1, 2]
+
+
+async def test_history_survives_a_new_engine_and_the_next_turn_resumes(setup: Setup, engine: Any) -> None:
+    session = engine.start_session()
+    first = await session.run("write the file out.txt", secrets=model_secrets(setup.model))
+    assert not first.is_error, first.error
+    await engine.aclose()
+    assert setup.containers(session.session_id) == []
+    again = local.get_engine("ctr", workdir=setup.workdir, docker_client=setup.docker_client)
+    assert isinstance(again, ContainerEngine)  # recorded as a container engine: re-created as one
+    try:
+        reattached = again.get_session(session.session_id)
+        assert [t.turn for t in reattached.history()] == [1]
+        stored = reattached.history()[0].result
+        assert stored is not None and stored.text == "done"
+        run = reattached.send("now read the file back", secrets=model_secrets(setup.model))
+        second = await run
+        assert not second.is_error, second.error
+        assert "hello-from-turn-1" in _tool_outputs(run.events)  # a new container, from the snapshot
+        assert [t.turn for t in reattached.history()] == [1, 2]
+    finally:
+        await again.aclose()
+    assert setup.containers(session.session_id) == []
+
+
+async def test_containers_go_after_the_idle_ttl_and_on_close(setup: Setup) -> None:
+    eng = setup.deploy(idle_ttl=0.5)
+    try:
+        session = eng.start_session()
+        assert not (await session.run("just answer", secrets=model_secrets(setup.model))).is_error
+        assert await asyncio.to_thread(_gone_within, setup, session.session_id, 10.0)  # idle: removed
+    finally:
+        eng.close()
+    held = setup.deploy(idle_ttl=600)
+    other = held.start_session()
+    assert not (await other.run("just answer", secrets=model_secrets(setup.model))).is_error
+    assert len(setup.containers(other.session_id)) == 1
+    held.close()  # from synchronous code too
+    assert setup.containers(other.session_id) == []
+
+
+def test_isolation_errors_and_light_import(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from harness_run import local\n"
+        "import harness_run.runtime.container\n"
+        "print([m for m in ('docker', 'aiohttp', 'kubernetes', 'google.cloud.storage') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    docker = pytest.importorskip("docker")
+    with pytest.raises(UsageError, match=r"isolation must be one of \['process', 'container'\], not 'vm'"):
+        local.deploy(spec(), workdir=tmp_path, isolation="vm")  # type: ignore[call-overload]
+    dead = docker.DockerClient(base_url=f"unix://{tmp_path}/no-docker.sock", version="1.41", timeout=2)
+    with pytest.raises(InfrastructureError, match=r"no Docker engine answers .*start Docker"):
+        local.deploy(spec(), workdir=tmp_path, isolation="container", docker_client=dead)
