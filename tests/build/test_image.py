@@ -21,7 +21,12 @@ import pytest
 from harness_run import AgentSpec
 from harness_run.build import BuildPlan, build_image, compile
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]  # a cold image build
 
 CANARY = "canary-d41d8cd98f00"
 

@@ -27,7 +27,7 @@ from harness_run.testing import Reply, Rule, ScriptedModel
 
 from ._helpers import MODEL, model_secrets
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RULES = [
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),

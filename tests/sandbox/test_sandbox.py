@@ -23,7 +23,7 @@ from harness_run.events import ResultEvent, ToolResultEvent
 
 from .conftest import CANARY, LOCATION, PROJECT, Deployed
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 HERE = Path(__file__).resolve().parent
 

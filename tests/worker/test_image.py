@@ -21,7 +21,13 @@ from harness_run.worker import TurnRequest, WorkerClient
 
 from .conftest import MODEL, TOKEN, TOKEN_SHA256, free_port, model_secrets, new_session
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.harness]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.harness,
+    pytest.mark.timeout(900),
+]
 
 SPEC = AgentSpec(
     name="wk",
