@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,13 @@ async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0) -> Non
     if proc.returncode is None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace)
+    # SIGKILL is asynchronous: wait (briefly) until the descendants are really gone, so that no
+    # tool process of the turn is still visible once its result is out
+    deadline = time.monotonic() + grace
+    for _ in range(int(grace / 0.01)):
+        if time.monotonic() > deadline or not any(_alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.01)
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
