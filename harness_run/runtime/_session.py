@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from harness_run.store import SessionRecord, TurnRecord
 if TYPE_CHECKING:
     from harness_run.store import HistoryStore
 
-__all__ = ["DEFAULT_EXEC_OUTPUT", "ExecResult", "Session", "TurnBackend"]
+__all__ = ["DEFAULT_EXEC_OUTPUT", "ExecResult", "Session", "TurnBackend", "create_session"]
 
 
 DEFAULT_EXEC_OUTPUT = 1024 * 1024
@@ -248,3 +249,37 @@ class Session:
     def __repr__(self) -> str:
         record = self.record
         return f"<Session {self.session_id} engine={record.engine} turns={record.turns} status={self.status}>"
+
+
+def create_session(
+    backend: TurnBackend,
+    engine: str,
+    version: str,
+    config: SessionConfig | Mapping[str, Any] | None,
+    session_id: str | None,
+) -> Session:
+    """A new session of ``backend``: the overlay and the id are checked (a harness that is not
+    baked in, or a setting it cannot honour, is refused here), its record is stored, then returned."""
+    if config is not None and not isinstance(config, SessionConfig):
+        config = SessionConfig.from_dict(dict(config))
+    spec = effective_spec(backend.spec, config)
+    get_driver(spec.harness).check(spec)
+    sid = session_id or str(uuid.uuid4())
+    try:
+        uuid.UUID(sid)
+    except ValueError:
+        raise UsageError(f"session_id {sid!r} must be a UUID (harnesses use it as their own id)") from None
+    if backend.store.get_session(sid) is not None:
+        raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
+    now = time.time()
+    record = SessionRecord(
+        session_id=sid,
+        engine=engine,
+        version=version,
+        harness=spec.harness,
+        created_at=now,
+        updated_at=now,
+        config=config.to_dict() if config else {},
+    )
+    backend.store.put_session(record)
+    return Session(backend, record, config)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.build._plan import SHORT_DIGEST_LEN
@@ -31,7 +30,7 @@ from harness_run.events import AgentEvent, ResultEvent, RunResult, UserEvent, pa
 from harness_run.runtime._provider import Claim, SandboxProvider
 from harness_run.runtime._run import Run
 from harness_run.runtime._secrets import secret_values
-from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 
@@ -76,31 +75,8 @@ class WorkerEngine:
         self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
     ) -> Session:
         """A new session; its record goes to the store now (any process can re-attach to it)."""
-        if isinstance(config, dict):
-            config = SessionConfig.from_dict(config)
-        spec = effective_spec(self.spec, config)
-        sid = session_id or str(uuid.uuid4())
-        try:
-            uuid.UUID(sid)
-        except ValueError:
-            raise UsageError(
-                f"session_id {sid!r} must be a UUID (harnesses use it as their own id)"
-            ) from None
-        if self.store.get_session(sid) is not None:
-            raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
-        now = time.time()
-        record = SessionRecord(
-            session_id=sid,
-            engine=self.name,
-            version=self.version,
-            harness=spec.harness,
-            created_at=now,
-            updated_at=now,
-            config=config.to_dict() if config else {},
-        )
-        self.store.put_session(record)
-        session = Session(self, record, config)
-        self._sessions[sid] = session
+        session = create_session(self, self.name, self.version, config, session_id)
+        self._sessions[session.session_id] = session
         return session
 
     def get_session(self, session_id: str) -> Session:

@@ -10,7 +10,6 @@ import json
 import os
 import tarfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from harness_run.runtime._pricing import price
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._secrets import agent_env, secret_forms, secret_values
-from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
@@ -133,32 +132,8 @@ class LocalEngine:
         self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
     ) -> Session:
         """A new session. ``config`` overlays the spec for every turn of this session."""
-        if isinstance(config, dict):
-            config = SessionConfig.from_dict(config)
-        spec = effective_spec(self.spec, config)  # a harness not baked into the spec: SpecError
-        get_driver(spec.harness).check(spec)  # fail now: no local driver, or a setting it cannot honour
-        sid = session_id or str(uuid.uuid4())
-        try:
-            uuid.UUID(sid)
-        except ValueError:
-            raise UsageError(
-                f"session_id {sid!r} must be a UUID (harnesses use it as their own id)"
-            ) from None
-        if self.store.get_session(sid) is not None:
-            raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
-        now = time.time()
-        record = SessionRecord(
-            session_id=sid,
-            engine=self.name,
-            version=self.version,
-            harness=spec.harness,
-            created_at=now,
-            updated_at=now,
-            config=config.to_dict() if config else {},
-        )
-        self.store.put_session(record)
-        session = Session(self, record, config)
-        self._sessions[sid] = session
+        session = create_session(self, self.name, self.version, config, session_id)
+        self._sessions[session.session_id] = session
         return session
 
     def get_session(self, session_id: str) -> Session:
