@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -26,9 +27,13 @@ _STDERR_LINES = 40
 _READ_LIMIT = 64 * 1024 * 1024  # stream-json lines carry whole tool outputs
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (Linux /proc scan; empty elsewhere)."""
+def descendants(pid: int, tag: str | None = None) -> list[int]:
+    """Every live descendant of ``pid`` (Linux /proc scan; empty elsewhere). With ``tag`` (a
+    ``NAME=value`` in the environment of the turn's processes), also every process carrying it:
+    a tool command that was re-parented (its harness died first, or it daemonized) is still found."""
     children: dict[int, list[int]] = {}
+    tagged: list[int] = []
+    marker = f"\0{tag}\0".encode() if tag else None
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -43,13 +48,17 @@ def descendants(pid: int) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
+        if marker is not None and int(entry) != pid:
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker in b"\0" + handle.read():
+                    tagged.append(int(entry))
     found: list[int] = []
     todo = [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
-    return found
+    return found + [t for t in tagged if t not in found]
 
 
 def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
@@ -60,14 +69,15 @@ def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
             os.kill(child, sig)
 
 
-async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
-    """SIGTERM the process group and descendants, wait ``grace`` s, then SIGKILL what is left."""
-    pids = descendants(proc.pid)
+async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0, tag: str | None = None) -> None:
+    """SIGTERM the process group and descendants (and processes carrying ``tag``, see
+    :func:`descendants`), wait ``grace`` s, then SIGKILL what is left."""
+    pids = descendants(proc.pid, tag)
     _signal_all(proc.pid, pids, signal.SIGTERM)
     if proc.returncode is None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace)
-    pids = [p for p in [*pids, *descendants(proc.pid)] if _alive(p)]
+    pids = [p for p in dict.fromkeys([*pids, *descendants(proc.pid, tag)]) if _alive(p)]
     _signal_all(proc.pid, pids, signal.SIGKILL)
     if proc.returncode is None:
         with contextlib.suppress(TimeoutError):
@@ -138,6 +148,8 @@ class TurnProcess:
         self._stop_note: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
+        self._tag = f"HARNESS_RUN_TURN={uuid.uuid4().hex}"
+        """In the environment of the CLI and (inherited) its tool commands: found again at kill time."""
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
 
@@ -149,7 +161,7 @@ class TurnProcess:
             self._proc = proc = await asyncio.create_subprocess_exec(
                 *self._plan.argv,
                 cwd=self._cwd,
-                env=self._plan.env,
+                env={**self._plan.env, "HARNESS_RUN_TURN": self._tag.split("=", 1)[1]},
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -169,12 +181,12 @@ class TurnProcess:
         except asyncio.CancelledError:
             self._stop_reason = self._stop_reason or "cancelled"
             self._resources = self._resources or sample_resources(proc.pid)
-            await asyncio.shield(kill_tree(proc))
+            await asyncio.shield(kill_tree(proc, tag=self._tag))
             self.cancelled_result = self._result(proc.returncode)  # what the turn did before the cancel
             raise
         finally:
             if proc.returncode is None or self._stop_reason:
-                await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0))
+                await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
             else:  # exited by itself: still reap anything it left in its group
                 _signal_all(proc.pid, [p for p in descendants(proc.pid) if _alive(p)], signal.SIGKILL)
         return self._result(proc.returncode)
@@ -226,7 +238,7 @@ class TurnProcess:
                 # a limit the CLI cannot enforce itself: stop it now, keep reading what it printed
                 self._stop_reason, self._stop_note = request.reason, request.message
                 self._resources = sample_resources(proc.pid)
-                await kill_tree(proc, grace=0.5)
+                await kill_tree(proc, grace=0.5, tag=self._tag)
             if self._parser.finished and not proc.stdin.is_closing():
                 self._resources = sample_resources(proc.pid)
                 proc.stdin.close()  # the turn is over: let the CLI exit
@@ -258,4 +270,4 @@ class TurnProcess:
         self._stop_reason = reason
         if self._proc is not None and self._proc.returncode is None:
             self._resources = self._resources or sample_resources(self._proc.pid)
-            await kill_tree(self._proc, grace=0.5)
+            await kill_tree(self._proc, grace=0.5, tag=self._tag)
