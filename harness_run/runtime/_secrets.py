@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from harness_run.errors import UsageError
+from harness_run.events import AgentEvent
 from harness_run.harness._files import mcp_secret_values
 from harness_run.spec import AgentSpec, GitRepo
 
@@ -251,3 +252,16 @@ def _claude_scrub_available() -> bool:
     import shutil
 
     return os.environ.get("HARNESS_RUN_CLAUDE_SCRUB") == "1" and shutil.which("bwrap") is not None
+
+
+def redact_event(event: AgentEvent, forms: Sequence[str]) -> AgentEvent:
+    """``event`` with every secret form (see :func:`secret_forms`) blanked; the same object when
+    none occurs in it."""
+    if not forms:
+        return event
+    text = event.model_dump_json()
+    if not any(f in text for f in forms):
+        return event
+    for form in forms:
+        text = text.replace(form, "***")
+    return type(event).model_validate_json(text)

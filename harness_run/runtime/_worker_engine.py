@@ -26,10 +26,10 @@ from harness_run.errors import (
     UsageError,
     redact,
 )
-from harness_run.events import AgentEvent, ResultEvent, RunResult, UserEvent, parse_event
+from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
 from harness_run.runtime._provider import Claim, SandboxProvider
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import secret_values
+from harness_run.runtime._secrets import redact_event, secret_forms, secret_values
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
@@ -153,7 +153,7 @@ class WorkerEngine:
         secrets: dict[str, str],
         turn_config: TurnConfig | None,
     ) -> RunResult:
-        values = secret_values(secrets)
+        values = secret_forms(secret_values(secrets))  # the values and their encoded forms
         started = time.monotonic()
         sid = session.session_id
         session.record = await asyncio.to_thread(self._mark_running, sid) or session.record
@@ -209,7 +209,7 @@ class WorkerEngine:
 
         async def stream() -> None:
             async for raw in claim.client.events(turn_id):
-                event = run.emit(_clean(parse_event(raw), values))
+                event = run.emit(redact_event(parse_event(raw), values))
                 if isinstance(event, ResultEvent):
                     return
 
@@ -265,7 +265,7 @@ class WorkerEngine:
         await claim.client.interrupt(turn_id)
         if run.result is None:
             async for raw in claim.client.events(turn_id, after=len(run.events) - 1):
-                run.emit(_clean(parse_event(raw), values))
+                run.emit(redact_event(parse_event(raw), values))
 
     def _mark_running(self, session_id: str) -> SessionRecord | None:
         def update(record: SessionRecord) -> SessionRecord:
@@ -444,7 +444,7 @@ class WorkerEngine:
             raise
         finally:
             self.claims.done_with(claim)
-        values = secret_values(secrets)
+        values = secret_forms(secret_values(secrets))  # the values and their encoded forms
         stdout, stderr = response.stdout, response.stderr
         truncated = response.truncated
         if len(stdout) > max_output or len(stderr) > max_output:
@@ -469,14 +469,3 @@ async def _start(client: WorkerClient, request: TurnRequest) -> None:
             if "HTTP 401" not in str(exc) or time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(0.2)
-
-
-def _clean(event: AgentEvent, values: list[str]) -> AgentEvent:
-    """Redact this run's secret values (the worker already did; this is the second lock)."""
-    forms = {v for v in values if len(v) >= 4}
-    if not forms:
-        return event
-    text = event.model_dump_json()
-    if not any(f in text for f in forms):
-        return event
-    return type(event).model_validate_json(redact(text, forms))

@@ -22,7 +22,7 @@ from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._pricing import price
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import agent_env, secret_forms, secret_values
+from harness_run.runtime._secrets import agent_env, redact_event, secret_forms, secret_values
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
@@ -78,22 +78,6 @@ def _warm_up() -> None:
         TurnRecord,
     ):
         model.model_rebuild(force=True)
-
-
-def _redactor(values: list[str]):  # type: ignore[no-untyped-def]
-    forms = secret_forms(values)
-
-    def clean(event: AgentEvent) -> AgentEvent:
-        if not forms:
-            return event
-        text = event.model_dump_json()
-        if not any(f in text for f in forms):
-            return event
-        for form in forms:
-            text = text.replace(form, "***")
-        return type(event).model_validate_json(text)
-
-    return clean
 
 
 class LocalEngine:
@@ -170,10 +154,10 @@ class LocalEngine:
         turn_config: TurnConfig | None,
     ) -> RunResult:
         values = secret_values(secrets)
-        clean = _redactor(values)
+        forms = secret_forms(values)
 
         def emit(event: AgentEvent) -> None:
-            run.emit(clean(event))
+            run.emit(redact_event(event, forms))
 
         started = time.monotonic()
         record = session.record
@@ -244,7 +228,7 @@ class LocalEngine:
         turn_config: TurnConfig | None,
     ) -> RunResult:
         result = self._complete_result(spec, session, run, result, started)
-        run.emit(_redactor(values)(ResultEvent(result=result)))
+        run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
         result = run.result or result
         record = session.record
         native = driver.native_files(ctx) if ctx is not None else []

@@ -27,9 +27,6 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import aiohttp.web
@@ -38,49 +35,14 @@ import jsonpatch  # type: ignore[import-untyped]
 import kmock
 
 from harness_run.testing.cluster._discovery import discovery
+from harness_run.testing.cluster._objects import Obj, WatchEvent, api_error, merge_patch, now, spec_part
 from harness_run.testing.cluster._schema import Cause, ResourceDef, validate_metadata
 from harness_run.testing.cluster._selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["ApiServer"]
 
-Obj = dict[str, Any]
 _LOG_LIMIT = 5_000  # watch history kept for resuming (older resourceVersions get 410 Gone)
 _MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
-
-
-@dataclass(frozen=True, slots=True)
-class _Event:
-    rv: int
-    type: str  # ADDED / MODIFIED / DELETED
-    key: tuple[str, str, str]
-    namespace: str | None
-    old: Obj | None
-    new: Obj
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _error(status: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> Exception:
-    return kmock.KubernetesError(status=status, reason=reason, message=message, details=dict(details or {}))
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: Obj = copy.deepcopy(cast(Obj, target)) if isinstance(target, dict) else {}
-    for key, value in cast(Obj, patch).items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def _body_of_meta(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 @attrs.define(kw_only=True)
@@ -90,7 +52,7 @@ class ApiServer(kmock.KubernetesEmulator):
     field_validation: str = "Strict"
     _defs: dict[tuple[str, str, str], ResourceDef] = attrs.field(factory=dict, init=False)
     _rv: int = attrs.field(default=1, init=False)
-    _log: list[_Event] = attrs.field(factory=list, init=False)
+    _log: list[WatchEvent] = attrs.field(factory=list, init=False)
     _log_first: int = attrs.field(default=2, init=False)  # rv of _log[0]
     _changed: asyncio.Condition | None = attrs.field(default=None, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
@@ -131,14 +93,14 @@ class ApiServer(kmock.KubernetesEmulator):
             return await super()._handle(request)  # /version, unknown paths
         rdef = self._defs.get((res.group or "", res.version or "", res.plural))
         if rdef is None:
-            raise _error(
+            raise api_error(
                 404, "NotFound", f"the server could not find the requested resource ({request.url.path})"
             )
         if rdef.namespaced and request.namespace is None and request.name is not None:
-            raise _error(404, "NotFound", f"{rdef.qualified} is namespaced: use /namespaces/<ns>/...")
+            raise api_error(404, "NotFound", f"{rdef.qualified} is namespaced: use /namespaces/<ns>/...")
         sub = request.subresource
         if sub not in (None, "status") or (sub == "status" and not rdef.status_subresource):
-            raise _error(404, "NotFound", f"{rdef.qualified} has no subresource {sub!r}")
+            raise api_error(404, "NotFound", f"{rdef.qualified} has no subresource {sub!r}")
         method = str(request.method.value).upper()
         if method == "GET" and request.name is None:
             watch = str(request.params.get("watch", "")).lower() in ("true", "1")
@@ -153,7 +115,7 @@ class ApiServer(kmock.KubernetesEmulator):
             return await self._delete(rdef, request.namespace, request.name)
         if method == "DELETE":
             return await self._delete_collection(rdef, request)
-        raise _error(405, "MethodNotAllowed", f"{method} is not supported on {request.url.path}")
+        raise api_error(405, "MethodNotAllowed", f"{method} is not supported on {request.url.path}")
 
     # ---------------------------------------------------------------------------------------
     # storage
@@ -196,7 +158,9 @@ class ApiServer(kmock.KubernetesEmulator):
         else:
             self.objects[key] = copy.deepcopy(new)
         self._log.append(
-            _Event(self._rv, kind, (rdef.group, rdef.version, rdef.plural), meta.get("namespace"), old, new)
+            WatchEvent(
+                self._rv, kind, (rdef.group, rdef.version, rdef.plural), meta.get("namespace"), old, new
+            )
         )
         if len(self._log) > _LOG_LIMIT:
             drop = len(self._log) - _LOG_LIMIT // 2
@@ -208,7 +172,7 @@ class ApiServer(kmock.KubernetesEmulator):
     def _get(self, rdef: ResourceDef, namespace: str | None, name: str) -> Obj:
         obj = self._stored(rdef, namespace, name)
         if obj is None:
-            raise _error(
+            raise api_error(
                 404,
                 "NotFound",
                 f'{rdef.qualified} "{name}" not found',
@@ -227,7 +191,7 @@ class ApiServer(kmock.KubernetesEmulator):
         headers: dict[str, str] = {}
         if unknown and mode == "Strict":
             listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise _error(
+            raise api_error(
                 400,
                 "BadRequest",
                 f"strict decoding error: {listed}",
@@ -251,7 +215,7 @@ class ApiServer(kmock.KubernetesEmulator):
     def _invalid(rdef: ResourceDef, obj: Obj, causes: list[Cause]) -> Exception:
         name = (obj.get("metadata") or {}).get("name") or ""
         listed = ", ".join(str(c) for c in causes)
-        return _error(
+        return api_error(
             422,
             "Invalid",
             f'{rdef.kind}.{rdef.group or "core"} "{name}" is invalid: {listed}',
@@ -273,11 +237,11 @@ class ApiServer(kmock.KubernetesEmulator):
                 return yaml.safe_load(request.body or b"null")
             return json.loads(request.body or b"null")
         except ValueError as exc:
-            raise _error(400, "BadRequest", f"the request body is not valid JSON: {exc}") from None
+            raise api_error(400, "BadRequest", f"the request body is not valid JSON: {exc}") from None
 
     def _check_type(self, rdef: ResourceDef, obj: Obj) -> None:
         if obj.get("apiVersion") not in (None, rdef.api_version) or obj.get("kind") not in (None, rdef.kind):
-            raise _error(
+            raise api_error(
                 400,
                 "BadRequest",
                 f"the API version/kind in the data ({obj.get('apiVersion')}/{obj.get('kind')}) does not "
@@ -294,7 +258,7 @@ class ApiServer(kmock.KubernetesEmulator):
     ) -> aiohttp.web.StreamResponse:
         obj = self._body(request) if body is None else body
         if not isinstance(obj, dict):
-            raise _error(400, "BadRequest", "the request body must be a JSON object")
+            raise api_error(400, "BadRequest", "the request body must be a JSON object")
         obj = cast(Obj, obj)
         self._check_type(rdef, obj)
         meta = obj.setdefault("metadata", {})
@@ -303,25 +267,25 @@ class ApiServer(kmock.KubernetesEmulator):
         meta = cast(Obj, meta)
         if rdef.namespaced:
             if request.namespace is None:
-                raise _error(
+                raise api_error(
                     400, "BadRequest", f"{rdef.qualified} is namespaced: POST to /namespaces/<ns>/..."
                 )
             if meta.get("namespace") not in (None, "", request.namespace):
-                raise _error(
+                raise api_error(
                     400,
                     "BadRequest",
                     "the namespace of the provided object does not match the namespace sent on the request",
                 )
             meta["namespace"] = request.namespace
         if meta.get("resourceVersion"):
-            raise _error(400, "BadRequest", "resourceVersion should not be set on objects to be created")
+            raise api_error(400, "BadRequest", "resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{str(meta['generateName'])[:58]}{secrets.token_hex(3)[:5]}"
         if rdef.status_subresource:
             obj.pop("status", None)
         headers = self._admit(rdef, obj, request)
         if self._stored(rdef, meta.get("namespace"), meta["name"]) is not None:
-            raise _error(
+            raise api_error(
                 409,
                 "AlreadyExists",
                 f'{rdef.qualified} "{meta["name"]}" already exists',
@@ -329,7 +293,7 @@ class ApiServer(kmock.KubernetesEmulator):
             )
         for server_field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
             meta.pop(server_field, None)
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
         await self._commit(rdef, "ADDED", None, obj)
         if meta.get("ownerReferences"):
             await self._collect_garbage()  # created with owners that are already gone: collected at once
@@ -340,11 +304,11 @@ class ApiServer(kmock.KubernetesEmulator):
         ctype = str(request.headers.get("Content-Type", "")).split(";")[0].strip()
         if not patch:
             if not isinstance(body, dict):
-                raise _error(400, "BadRequest", "the request body must be a JSON object")
+                raise api_error(400, "BadRequest", "the request body must be a JSON object")
             return cast(Obj, body)
         if ctype == "application/json-patch+json":
             if not isinstance(body, list):
-                raise _error(
+                raise api_error(
                     400,
                     "BadRequest",
                     "json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp (a JSON "
@@ -354,9 +318,9 @@ class ApiServer(kmock.KubernetesEmulator):
             try:
                 return cast(Obj, jsonpatch.apply_patch(current, body))  # type: ignore[no-untyped-call]
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:  # type: ignore[misc]
-                raise _error(422, "Invalid", f"the JSON patch could not be applied: {exc}") from None
+                raise api_error(422, "Invalid", f"the JSON patch could not be applied: {exc}") from None
         if ctype == "application/strategic-merge-patch+json" and rdef.custom:
-            raise _error(
+            raise api_error(
                 415,
                 "UnsupportedMediaType",
                 "the body of the request was in an unknown format - accepted media types include: "
@@ -364,11 +328,11 @@ class ApiServer(kmock.KubernetesEmulator):
                 "(strategic merge patch is not supported for custom resources)",
             )
         if ctype == "application/apply-patch+yaml" and not request.params.get("fieldManager"):
-            raise _error(422, "Invalid", "fieldManager: Required value: is required for apply patch")
+            raise api_error(422, "Invalid", "fieldManager: Required value: is required for apply patch")
         if ctype not in (*_MERGE_TYPES, "application/apply-patch+yaml"):
-            raise _error(415, "UnsupportedMediaType", f"the patch content type {ctype!r} is not supported")
+            raise api_error(415, "UnsupportedMediaType", f"the patch content type {ctype!r} is not supported")
         if not isinstance(body, dict):
-            raise _error(400, "BadRequest", "a merge patch must be a JSON object")
+            raise api_error(400, "BadRequest", "a merge patch must be a JSON object")
         return cast(Obj, merge_patch(current, body))
 
     def _applies_a_new_object(self, rdef: ResourceDef, request: kmock.Request) -> bool:
@@ -377,10 +341,10 @@ class ApiServer(kmock.KubernetesEmulator):
         if ctype != "application/apply-patch+yaml" or self._stored(rdef, request.namespace, name) is not None:
             return False
         if not request.params.get("fieldManager"):
-            raise _error(422, "Invalid", "fieldManager: Required value: is required for apply patch")
+            raise api_error(422, "Invalid", "fieldManager: Required value: is required for apply patch")
         body = self._body(request)
         if isinstance(body, dict) and (cast(Obj, body).get("metadata") or {}).get("name") not in (None, name):
-            raise _error(400, "BadRequest", "the name of the object does not match the name in the URL")
+            raise api_error(400, "BadRequest", "the name of the object does not match the name in the URL")
         return True
 
     @staticmethod
@@ -428,7 +392,7 @@ class ApiServer(kmock.KubernetesEmulator):
         old_meta = cast(Obj, current["metadata"])
         wanted_rv = meta.get("resourceVersion")
         if wanted_rv and wanted_rv != old_meta["resourceVersion"]:
-            raise _error(
+            raise api_error(
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on {rdef.qualified} "{name}": the object has been modified; '
@@ -439,7 +403,7 @@ class ApiServer(kmock.KubernetesEmulator):
         headers = self._admit(rdef, new, request)
         if new == current:
             return aiohttp.web.json_response(current, headers=headers)
-        if _body_of_meta(new) != _body_of_meta(current) and request.subresource != "status":
+        if spec_part(new) != spec_part(current) and request.subresource != "status":
             new["metadata"]["generation"] = int(old_meta.get("generation") or 1) + 1
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             await self._remove(rdef, current, new)
@@ -459,7 +423,7 @@ class ApiServer(kmock.KubernetesEmulator):
         if meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):
                 new = copy.deepcopy(current)
-                new["metadata"]["deletionTimestamp"] = _now()
+                new["metadata"]["deletionTimestamp"] = now()
                 await self._commit(rdef, "MODIFIED", current, new)
                 return aiohttp.web.json_response(new, status=202)
             return aiohttp.web.json_response(current, status=202)
@@ -518,7 +482,7 @@ class ApiServer(kmock.KubernetesEmulator):
             labels = parse_label_selector(request.params.get("labelSelector"))
             fields = parse_field_selector(request.params.get("fieldSelector"))
         except SelectorError as exc:
-            raise _error(400, "BadRequest", str(exc)) from None
+            raise api_error(400, "BadRequest", str(exc)) from None
 
         def matches(obj: Obj) -> bool:
             return labels(obj) and fields(obj)
@@ -540,7 +504,7 @@ class ApiServer(kmock.KubernetesEmulator):
 
     @staticmethod
     def _translate(
-        event: _Event, request: kmock.Request, key: tuple[str, str, str], matches: Any
+        event: WatchEvent, request: kmock.Request, key: tuple[str, str, str], matches: Any
     ) -> str | None:
         """What a watcher with this selector sees of ``event`` (None: nothing)."""
         if event.key != key or (request.namespace is not None and event.namespace != request.namespace):
