@@ -164,7 +164,7 @@ def driver_turn(harness: str, url: str, prompt: str) -> float:
 
     from harness_run import AgentSpec
     from harness_run.harness import TurnContext, get_driver
-    from harness_run.runtime._secrets import agent_env
+    from harness_run.security._secrets import agent_env
 
     spec = AgentSpec(name="bench", harness=harness, model=HARNESS_MODELS[harness])  # type: ignore[arg-type]
     root = scratch("plan-")

@@ -5,7 +5,7 @@
 - compile_ms: median of N ``compile(spec)`` calls for a spec without git skills (aim: < 50 ms);
   the first call (which imports jinja2 and reads the templates) is reported separately.
 - import_agentspec_ms: ``from harness_run import AgentSpec`` in a fresh interpreter (aim: < 150 ms).
-- import_build_ms: ``import harness_run.build`` in a fresh interpreter.
+- import_build_ms: ``import harness_run.compiler`` in a fresh interpreter.
 
 Imports are timed after ``python -m compileall -q harness_run``: machines that set
 PYTHONDONTWRITEBYTECODE=1 would otherwise recompile the library in every subprocess.
@@ -48,7 +48,7 @@ def main() -> None:
 
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "harness_run")], check=True)
     from harness_run import AgentSpec, McpServer, SkillSource
-    from harness_run.build import compile
+    from harness_run.compiler import compile
 
     with tempfile.TemporaryDirectory() as tmp:
         skill = Path(tmp, "skills", "triage")
@@ -77,7 +77,7 @@ def main() -> None:
     print(f"compile_ms {statistics.median(samples):.1f}")
     print(f"compile_files {len(plan.files)}")
     print(f"import_agentspec_ms {_import_ms('from harness_run import AgentSpec', args.import_runs):.1f}")
-    print(f"import_build_ms {_import_ms('import harness_run.build', args.import_runs):.1f}")
+    print(f"import_build_ms {_import_ms('import harness_run.compiler', args.import_runs):.1f}")
 
 
 if __name__ == "__main__":

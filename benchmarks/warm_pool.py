@@ -60,7 +60,7 @@ def report(m: dict[str, list[float]]) -> None:
 
 
 def wait_pool(kube: Any, pool: str, size: int, timeout: float = 120) -> None:
-    from harness_run.build import _k8s as k8s
+    from harness_run.vocab import k8s
 
     def ready(obj: dict[str, Any] | None) -> bool:
         return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0) >= size
@@ -109,8 +109,11 @@ def main() -> None:
     import docker
 
     from harness_run import AgentSpec, sandbox
-    from harness_run.testing._gcs import FakeGcsServer
-    from harness_run.testing.cluster import ClusterEmulator, SandboxController
+    from harness_run.testing import FakeGcsServer
+
+    # the Kubernetes API emulator and test controller are test infrastructure (tests/testkit)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from testkit.cluster import ClusterEmulator, SandboxController
 
     registry = os.environ.get("HARNESS_RUN_TEST_REGISTRY")
     ca = os.environ.get("PIP_CERT")

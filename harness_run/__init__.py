@@ -4,7 +4,6 @@ The runtimes are submodules (``from harness_run import local``); they import the
 dependencies only when used.
 """
 
-from harness_run._version import __version__
 from harness_run.errors import (
     HarnessRunError,
     InfrastructureError,
@@ -24,6 +23,7 @@ from harness_run.spec import (
     SystemPrompt,
     TurnConfig,
 )
+from harness_run.vocab.version import __version__
 
 __all__ = [
     "AgentSpec",

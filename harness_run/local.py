@@ -84,8 +84,8 @@ def deploy(
     removed after ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
     """
     if isolation == "container":
-        from harness_run.build._pins import DEFAULT_BASE_IMAGE
         from harness_run.runtime.container import deploy_container
+        from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
         return deploy_container(
             spec,
@@ -127,8 +127,8 @@ def get_engine(
         known = sorted({e.name for e in store.list_engines()})
         raise UsageError(f"no engine named {name!r} in {root}; deployed engines: {known or 'none'}")
     if record.runtime == "container":
-        from harness_run.runtime.container._engine import docker_client as client_of
-        from harness_run.runtime.container._engine import engine_for, share_store
+        from harness_run.runtime.container import docker_client as client_of
+        from harness_run.runtime.container import engine_for, share_store
 
         return engine_for(record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl)
     return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, store=store)

@@ -90,9 +90,9 @@ async def diagnose(
 
 
 async def _inspect(harness: str) -> HarnessCheck:
-    from harness_run.build._pins import HARNESS_CLI_PINS
     from harness_run.errors import HarnessNotFoundError
     from harness_run.harness import get_driver
+    from harness_run.vocab.pins import HARNESS_CLI_PINS
 
     pin = HARNESS_CLI_PINS[harness]
     check = HarnessCheck(harness=harness, pin=pin, pinned_version=_version_of(pin.rsplit("@", 1)[-1]))
@@ -139,7 +139,7 @@ async def _cli_version(path: str) -> str | None:
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 30)
     except TimeoutError:
-        from harness_run.runtime._process import kill_tree
+        from harness_run.runtime import kill_tree
 
         await kill_tree(proc, grace=0.5)
         return None

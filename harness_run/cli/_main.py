@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="harness-run", description="Run coding agents through one API.")
-    from harness_run._version import __version__
+    from harness_run.vocab.version import __version__
 
     parser.add_argument("--version", action="version", version=f"harness-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

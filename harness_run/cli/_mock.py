@@ -23,6 +23,6 @@ def register(sub: Any) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from harness_run.testing._cli import serve_forever
+    from harness_run.testing import serve_forever
 
     return serve_forever(args.script, args.host, args.port)

@@ -95,7 +95,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from harness_run.build import DEFAULT_BASE_IMAGE, compile
+    from harness_run.compiler import DEFAULT_BASE_IMAGE, compile
 
     spec = _load(args.spec)
     started = time.perf_counter()

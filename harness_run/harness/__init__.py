@@ -1,8 +1,18 @@
 """Harness drivers, side by side: one module per harness CLI behind the ``HarnessDriver`` port."""
 
 from harness_run.harness._base import HarnessDriver, LaunchPlan, LineParser, TurnContext
+from harness_run.harness._files import harness_files, mcp_secret_env, mcp_secret_values
 
-__all__ = ["HarnessDriver", "LaunchPlan", "LineParser", "TurnContext", "get_driver"]
+__all__ = [
+    "HarnessDriver",
+    "LaunchPlan",
+    "LineParser",
+    "TurnContext",
+    "get_driver",
+    "harness_files",
+    "mcp_secret_env",
+    "mcp_secret_values",
+]
 
 
 def get_driver(harness: str) -> HarnessDriver:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from harness_run.events import Usage
 from harness_run.harness._base import StopRequest
-from harness_run.runtime._pricing import price, rates
 from harness_run.spec import AgentSpec
+from harness_run.vocab.pricing import price, rates
 
 __all__ = ["TurnLimits", "budget_problem"]
 

@@ -56,8 +56,8 @@ from harness_run.harness._base import (
 from harness_run.harness._files import codex_files
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
-from harness_run.runtime._pricing import rates, unknown_cost_event
 from harness_run.spec import AgentSpec
+from harness_run.vocab.pricing import rates, unknown_cost_event
 
 __all__ = ["CodexDriver"]
 

@@ -52,9 +52,9 @@ from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, T
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
-from harness_run.runtime._pricing import rates, unknown_cost_event
-from harness_run.runtime._secrets import PROVIDER_VARIABLES
 from harness_run.spec import AgentSpec
+from harness_run.vocab.envrules import PROVIDER_VARIABLES
+from harness_run.vocab.pricing import rates, unknown_cost_event
 
 __all__ = ["OpenCodeDriver"]
 

@@ -13,7 +13,7 @@ from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult, parse_event
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import check_secrets, resolve_secrets
+from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
 

@@ -9,6 +9,7 @@ from harness_run.spec._agent import (
     ReasoningEffort,
     json_schema_of,
 )
+from harness_run.spec._checks import looks_like_credential
 from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
 from harness_run.spec._values import (
     GitRepo,
@@ -49,4 +50,5 @@ __all__ = [
     "TurnConfig",
     "effective_spec",
     "json_schema_of",
+    "looks_like_credential",
 ]

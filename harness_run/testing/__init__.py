@@ -26,6 +26,7 @@ served from a terminal with ``harness-run mock-model --script FILE``. A pytest f
 ``scripted_model`` comes with the ``harness_run.testing.pytest_plugin`` plugin.
 """
 
+from harness_run.testing._cli import serve_forever
 from harness_run.testing._gcs import FakeGcsServer
 from harness_run.testing._loader import load_script, parse_script
 from harness_run.testing._model import SIDE_REPLY_TEXT, ScriptedModel, SideDetector
@@ -81,6 +82,7 @@ __all__ = [
     "is_side_request",
     "load_script",
     "parse_script",
+    "serve_forever",
     "shell",
     "structured",
     "text",

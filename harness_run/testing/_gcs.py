@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from harness_run._net import free_port
 from harness_run.errors import InfrastructureError
+from harness_run.vocab.net import free_port
 
 __all__ = ["FakeGcsServer", "fake_gcs_binary"]
 

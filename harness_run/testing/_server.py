@@ -22,7 +22,7 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from harness_run.testing._requests import ApiKind, RecordedRequest, redact_headers
@@ -37,9 +37,9 @@ from harness_run.testing._wire_openai import (
 )
 
 if TYPE_CHECKING:
-    from harness_run.testing._model import ScriptedModel
+    from harness_run.testing._replies import Reply
 
-__all__ = ["ModelServer", "classify"]
+__all__ = ["ModelBackend", "ModelServer", "classify"]
 
 log = logging.getLogger("harness_run.testing")
 
@@ -61,13 +61,26 @@ def classify(method: str, path: str) -> ApiKind:
     return "other"
 
 
+class ModelBackend(Protocol):
+    """What the HTTP server needs from the model it serves (:class:`ScriptedModel`): a default model
+    name, a place to record each request, and the reply to a model request."""
+
+    model_name: str
+
+    def _record(self, request: RecordedRequest) -> None: ...
+
+    def _answered(self, request: RecordedRequest) -> None: ...
+
+    def _choose(self, request: RecordedRequest) -> Reply: ...
+
+
 class ModelServer(ThreadingHTTPServer):
-    """A threading HTTP server bound to one :class:`ScriptedModel`; tracks open connections."""
+    """A threading HTTP server bound to one model backend (a :class:`ScriptedModel`); tracks connections."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], model: ScriptedModel) -> None:
+    def __init__(self, address: tuple[str, int], model: ModelBackend) -> None:
         self.model = model
         self.stopping = threading.Event()
         self._conns: set[socket.socket] = set()

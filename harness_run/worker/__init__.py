@@ -1,9 +1,9 @@
-"""The in-image worker: ``python -m harness_run.worker`` serves one sandbox's turns over HTTP, and
-``WorkerClient`` talks to it.
+"""The in-image worker: ``python -m harness_run.worker`` serves one sandbox's turns over HTTP.
 
 The server runs the local runtime's code path (``LocalEngine``) against the shared history store
-(``HARNESS_RUN_STORE``) and streams each turn's events as SSE. Importing this package loads only
-the protocol models; aiohttp is imported when a client or the server is used.
+(``HARNESS_RUN_STORE``) and streams each turn's events as SSE. The client half of its protocol
+(``WorkerClient`` and the request/response models) lives with the engines that use it, in
+:mod:`harness_run.runtime.remote`.
 
 Environment of the server: ``HARNESS_RUN_STORE`` (required: ``gs://bucket/prefix`` or a directory),
 ``HARNESS_RUN_WORKER_HOST`` (0.0.0.0), ``HARNESS_RUN_WORKER_PORT`` (8787), ``HARNESS_RUN_WORKDIR``
@@ -13,32 +13,6 @@ token hash arrives) or ``HARNESS_RUN_WORKER_TOKEN_SHA256``; ``HARNESS_RUN_VERTEX
 ``HARNESS_RUN_VERTEX_REGION`` for Claude on Vertex AI without keys.
 """
 
-from harness_run.worker._client import WorkerClient
-from harness_run.worker._protocol import (
-    ErrorBody,
-    ExecRequest,
-    ExecResponse,
-    Health,
-    InterruptResponse,
-    SteerRequest,
-    SteerResponse,
-    TurnInfo,
-    TurnRequest,
-    TurnStatus,
-)
 from harness_run.worker._vertex import vertex_env
 
-__all__ = [
-    "ErrorBody",
-    "ExecRequest",
-    "ExecResponse",
-    "Health",
-    "InterruptResponse",
-    "SteerRequest",
-    "SteerResponse",
-    "TurnInfo",
-    "TurnRequest",
-    "TurnStatus",
-    "WorkerClient",
-    "vertex_env",
-]
+__all__ = ["vertex_env"]

@@ -15,7 +15,6 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from harness_run._version import __version__
 from harness_run.errors import (
     HarnessRunError,
     SessionBusyError,
@@ -24,8 +23,7 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.events import AgentEvent, ResultEvent
-from harness_run.spec import AgentSpec
-from harness_run.worker._protocol import (
+from harness_run.runtime.remote import (
     ErrorBody,
     ExecRequest,
     Health,
@@ -34,6 +32,8 @@ from harness_run.worker._protocol import (
     SteerResponse,
     TurnRequest,
 )
+from harness_run.spec import AgentSpec
+from harness_run.vocab.version import __version__
 from harness_run.worker._settings import WorkerSettings, open_history_store, token_matches
 from harness_run.worker._turns import TurnState, Worker
 
@@ -114,7 +114,7 @@ async def _body[M: BaseModel](request: web.Request, model: type[M]) -> M:
         field = ".".join(str(p) for p in first["loc"]) or None
         text = ErrorBody(
             error="bad_request",
-            message=f"{field or 'body'}: {first['msg']}; see harness_run.worker.{model.__name__}",
+            message=f"{field or 'body'}: {first['msg']}; see harness_run.runtime.remote.{model.__name__}",
             field=field,
         ).model_dump_json(exclude_none=True)
         raise web.HTTPBadRequest(text=text, content_type="application/json") from None
@@ -310,14 +310,14 @@ def _bound_port(runner: web.AppRunner, default: int) -> int:
 def _warm_up() -> None:
     """Build the pydantic schemas of the request path before reporting ready."""
     from harness_run import events
-    from harness_run.worker import _protocol as protocol
+    from harness_run.runtime import remote
 
     for model in (
-        protocol.TurnRequest,
-        protocol.TurnInfo,
-        protocol.Health,
-        protocol.ExecRequest,
-        protocol.ExecResponse,
+        remote.TurnRequest,
+        remote.TurnInfo,
+        remote.Health,
+        remote.ExecRequest,
+        remote.ExecResponse,
         events.UserEvent,
         events.ResultEvent,
     ):

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_run.build._k8s import ANNOTATION_TOKEN_SHA256, PODINFO_DIR, WORKER_PORT
 from harness_run.errors import UsageError
 from harness_run.store import HistoryStore
+from harness_run.vocab.k8s import ANNOTATION_TOKEN_SHA256, PODINFO_DIR, WORKER_PORT
 
 __all__ = ["WorkerSettings", "open_history_store", "parse_annotations", "token_matches"]
 

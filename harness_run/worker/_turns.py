@@ -27,12 +27,11 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.runtime import Run, Session
-from harness_run.runtime._secrets import secret_values
-from harness_run.runtime.local import LocalEngine
-from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
+from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
+from harness_run.security import secret_values
 from harness_run.spec import AgentSpec, LocalSkill, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnRecord
-from harness_run.worker._protocol import ExecRequest, ExecResponse, TurnInfo, TurnRequest
 from harness_run.worker._vertex import vertex_env
 
 __all__ = ["FLUSH_INTERVAL", "TurnState", "Worker", "WorkerStore", "image_spec"]

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from harness_run import AgentSpec
-from harness_run.build import BuildPlan, compile
-from harness_run.build import _pins as pins
+from harness_run.compiler import BuildPlan, compile
 from harness_run.errors import BuildError, SpecError, UsageError
 from harness_run.harness._files import opencode_files
+from harness_run.vocab import pins
 
 from .conftest import GOLDEN, git, representative_spec
 
@@ -68,7 +68,7 @@ def test_context_layout(skill_dir: Path) -> None:
     assert "skills/triage/scripts/run.sh" in plan.executables
     assert "bin/harness-run" in plan.executables
     assert "lib/harness_run/__init__.py" in plan.files
-    assert "lib/harness_run/build/_compile.py" in plan.files
+    assert "lib/harness_run/compiler/_compile.py" in plan.files
     assert not [p for p in plan.files if "__pycache__" in p or p.endswith(".pyc")]
     spec = json.loads(plan.files["spec.json"])
     assert AgentSpec.from_dict(spec) == representative_spec()
@@ -146,7 +146,7 @@ def test_skill_content_library_version_and_ca_change_digest(
     (skill_dir / "scripts" / "run.sh").chmod(0o644)  # the mode is part of the digest too
     after_mode = _compile_golden(base).digest
     assert after_mode != after_skill
-    monkeypatch.setattr("harness_run._version.__version__", "999.0.0")
+    monkeypatch.setattr("harness_run.vocab.version.__version__", "999.0.0")
     after_version = _compile_golden(base).digest
     assert after_version != after_mode
     ca = tmp_path / "ca.pem"
@@ -302,7 +302,7 @@ def test_bad_parameters(skill_dir: Path, tmp_path: Path) -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, harness_run.build; "
+        "import sys, harness_run.compiler; "
         "heavy = [m for m in ('docker', 'kubernetes', 'git', 'jinja2', 'yaml') if m in sys.modules]; "
         "print(heavy)"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import compile
+from harness_run.compiler import compile
 from harness_run.errors import UsageError
 from harness_run.harness._files import (
     claude_files,

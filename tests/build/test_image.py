@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import BuildPlan, build_image, compile
+from harness_run.compiler import BuildPlan, build_image, compile
 
 pytestmark = [
     pytest.mark.docker,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness_run.build import BuildPlan, compile
-from harness_run.build import _k8s as k8s
+from harness_run.compiler import BuildPlan, compile
+from harness_run.vocab import k8s
 
 from .conftest import CRDS_DIR, representative_spec
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_run.build._pins import HARNESS_CLI_PINS
+from harness_run.vocab.pins import HARNESS_CLI_PINS
 
 pytestmark = pytest.mark.harness
 

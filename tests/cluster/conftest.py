@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness_run.build import _k8s as k8s
+from harness_run.vocab import k8s
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRDS_DIR = Path(
@@ -58,7 +58,7 @@ def crds_dir() -> Path:
 
 @pytest.fixture
 def cluster(crds_dir: Path) -> Iterator[Any]:
-    from harness_run.testing.cluster import ClusterEmulator
+    from testkit.cluster import ClusterEmulator
 
     with ClusterEmulator(crds_dir=crds_dir) as emulator:
         yield emulator
@@ -73,7 +73,7 @@ def custom(cluster: Any) -> Any:
 
 @pytest.fixture
 def controller(cluster: Any, docker_client: Any, docker_labels: dict[str, str]) -> Iterator[Any]:
-    from harness_run.testing.cluster import SandboxController
+    from testkit.cluster import SandboxController
 
     ctl = SandboxController(cluster, docker_client, labels=docker_labels, extra_env={"ECHO_EXTRA": "yes"})
     try:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import _k8s as k8s
-from harness_run.build import compile
+from harness_run.compiler import compile
+from harness_run.vocab import k8s
 
 from .conftest import (
     G,
@@ -162,7 +162,7 @@ def test_kill_sandbox_turns_ready_false(custom: Any, controller: Any, base_image
 def test_stop_leaves_no_container(
     cluster: Any, custom: Any, base_image: str, docker_client: Any, docker_labels: dict[str, str]
 ) -> None:
-    from harness_run.testing.cluster import SandboxController
+    from testkit.cluster import SandboxController
 
     controller = SandboxController(cluster, docker_client, labels=docker_labels)
     try:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import _k8s as k8s
-from harness_run.build import compile
+from harness_run.compiler import compile
+from harness_run.vocab import k8s
 
 from .conftest import G, V, claim, echo_template, warm_pool
 
@@ -205,7 +205,7 @@ def test_server_side_apply_creates_then_merges(custom: Any) -> None:
 
 
 def test_warn_mode_prunes_unknown_fields_like_a_real_server(crds_dir: Path) -> None:
-    from harness_run.testing.cluster import ClusterEmulator
+    from testkit.cluster import ClusterEmulator
 
     with ClusterEmulator(crds_dir=crds_dir, field_validation="Warn") as cluster:
         custom = kubernetes.client.CustomObjectsApi(cluster.api_client())
@@ -326,7 +326,7 @@ def test_discovery_serves_the_dynamic_client(cluster: Any) -> None:
 def test_a_watch_from_a_compacted_resource_version_gets_410(
     custom: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness_run.testing.cluster import _apiserver
+    from testkit.cluster import _apiserver
 
     monkeypatch.setattr(_apiserver, "_LOG_LIMIT", 10)
     first = custom.create_namespaced_custom_object(

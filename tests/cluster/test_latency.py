@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness_run.build import _k8s as k8s
+from harness_run.vocab import k8s
 
 from .conftest import G, V, claim, claim_until_ready, echo_template, sandbox, wait_pool_ready, warm_pool
 

@@ -17,9 +17,9 @@ from runtime._helpers import processes_with, wait_until, workspace_of
 from harness_run.errors import UsageError
 from harness_run.events import ResultEvent, StatusEvent, UserEvent
 from harness_run.harness import get_driver
-from harness_run.runtime._pricing import price
 from harness_run.spec import TurnConfig
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text
+from harness_run.vocab.pricing import price
 
 from .conftest import HARNESSES, Agent, Harness
 

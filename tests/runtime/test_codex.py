@@ -27,9 +27,9 @@ from harness_run.errors import UsageError
 from harness_run.events import ErrorEvent, MessageEvent, StatusEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.codex import CodexDriver, strict_schema
-from harness_run.runtime._pricing import price
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt, TurnConfig
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text
+from harness_run.vocab.pricing import price
 
 from ._helpers import API_KEY, processes_with, turn_context, wait_until, workspace_of
 from .conftest import EngineFactory

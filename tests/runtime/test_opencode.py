@@ -23,9 +23,9 @@ from harness_run.errors import HarnessNotFoundError, UsageError
 from harness_run.events import ErrorEvent, StatusEvent, ThinkingEvent, ToolResultEvent, ToolUseEvent
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.opencode import OpenCodeDriver, opencode_model
-from harness_run.runtime._pricing import price
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text, tool_call
+from harness_run.vocab.pricing import price
 
 from ._helpers import API_KEY, turn_context, workspace_of
 from .conftest import EngineFactory

@@ -13,8 +13,8 @@ import pytest
 
 from harness_run import AgentSpec, McpServer, RepoSource, Secret, local
 from harness_run.errors import UsageError
-from harness_run.runtime._secrets import exposed_secrets, git_auth_env, resolve_secrets
 from harness_run.runtime.local._workspace import scrub_git_credentials
+from harness_run.security._secrets import exposed_secrets, git_auth_env, resolve_secrets
 from harness_run.testing import ScriptedModel, error, shell, text
 
 from ._git_http import GitHttpServer, log, make_bare_repo

@@ -111,7 +111,7 @@ def deployed(
 ) -> Iterator[Deployed]:
     import time
 
-    from harness_run.testing.cluster import ClusterEmulator, SandboxController
+    from testkit.cluster import ClusterEmulator, SandboxController
 
     ca = os.environ.get("PIP_CERT")
     if not ca or not Path(ca).is_file():

@@ -14,19 +14,19 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import _k8s as k8s
-from harness_run.build import compile
+from harness_run.compiler import compile
 from harness_run.errors import InfrastructureError, UsageError
-from harness_run.sandbox._claims import ClaimPool, claim_ready, worker_address
-from harness_run.sandbox._kube import Kube
+from harness_run.runtime.sandbox._claims import ClaimPool, claim_ready, worker_address
+from harness_run.runtime.sandbox._kube import Kube
 from harness_run.store import EngineRecord, SqliteStore
+from harness_run.vocab import k8s
 
 SPEC = AgentSpec(name="lookup", harness="claude-code", model="claude-sonnet-4-6", network={"egress": "none"})
 
 
 @pytest.fixture
 def cluster() -> Iterator[Any]:
-    from harness_run.testing.cluster import ClusterEmulator
+    from testkit.cluster import ClusterEmulator
 
     with ClusterEmulator() as emulator:
         yield emulator

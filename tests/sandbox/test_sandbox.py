@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from harness_run.build import _k8s as k8s
 from harness_run.errors import InfrastructureError, SessionBusyError, SessionNotFoundError, UsageError
 from harness_run.events import ResultEvent, ToolResultEvent
+from harness_run.vocab import k8s
 
 from .conftest import CANARY, LOCATION, PROJECT, Deployed
 
@@ -37,8 +37,8 @@ async def engine(deployed: Deployed) -> AsyncIterator[Any]:
 
 
 def _claims(d: Deployed, session_id: str | None = None) -> list[dict[str, Any]]:
-    from harness_run.sandbox._claims import LABEL_SESSION
-    from harness_run.sandbox._kube import Kube
+    from harness_run.runtime.sandbox._claims import LABEL_SESSION
+    from harness_run.runtime.sandbox._kube import Kube
 
     kube = Kube(d.cluster.api_client(), "default")
     return kube.list(k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id} if session_id else None)
@@ -58,7 +58,7 @@ def test_deploy_applies_valid_objects_and_records_the_engine(deployed: Deployed)
     assert versions[0].runtime == "sandbox"
     # the emulator validates every object against the CRD schemas in Strict mode; nothing was pruned
     assert deployed.cluster.warnings == []
-    from harness_run.sandbox._kube import Kube
+    from harness_run.runtime.sandbox._kube import Kube
 
     kube = Kube(deployed.cluster.api_client(), "default")
     template = kube.get(k8s.SANDBOX_TEMPLATE, eng.template)
@@ -270,7 +270,7 @@ async def test_turns_through_a_router_with_the_sandbox_id_header(deployed: Deplo
     import aiohttp
     from aiohttp import web
 
-    from harness_run.sandbox._kube import Kube
+    from harness_run.runtime.sandbox._kube import Kube
 
     kube = Kube(deployed.cluster.api_client(), "default")
     seen: list[str] = []
@@ -318,7 +318,7 @@ async def test_turns_through_a_router_with_the_sandbox_id_header(deployed: Deplo
 
 
 async def test_worker_refuses_a_wrong_token(deployed: Deployed, engine: Any) -> None:
-    from harness_run.worker import TurnRequest, WorkerClient
+    from harness_run.runtime.remote import TurnRequest, WorkerClient
 
     session = engine.start_session()
     assert not (await session.run("just answer", secrets=deployed.secrets())).is_error
@@ -388,7 +388,7 @@ async def test_secret_canary_never_leaks(deployed: Deployed, engine: Any) -> Non
     assert CANARY not in json.dumps([e.model_dump(mode="json") for e in run.events])
     assert CANARY not in result.model_dump_json()
     # the manifests, the cluster's objects, every stored object
-    from harness_run.sandbox._kube import Kube
+    from harness_run.runtime.sandbox._kube import Kube
 
     kube = Kube(deployed.cluster.api_client(), "default")
     for kind in (k8s.SANDBOX_TEMPLATE, k8s.SANDBOX_WARM_POOL, k8s.SANDBOX_CLAIM, k8s.SANDBOX):

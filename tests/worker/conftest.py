@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run._net import free_port
 from harness_run.store import HistoryStore, SessionRecord, open_store
 from harness_run.testing import ScriptedModel
+from harness_run.vocab.net import free_port
 
 MODEL = "claude-sonnet-4-6"
 API_KEY = "scripted-dummy-key"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import build_image, compile
+from harness_run.compiler import build_image, compile
+from harness_run.runtime.remote import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
-from harness_run.worker import TurnRequest, WorkerClient
 
 from .conftest import MODEL, TOKEN, TOKEN_SHA256, free_port, model_secrets, new_session
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.build import stage_skills
+from harness_run.compiler import stage_skills
 from harness_run.errors import UsageError
 from harness_run.worker._settings import WorkerSettings, parse_annotations, token_matches
 from harness_run.worker._turns import image_spec

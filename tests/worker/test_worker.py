@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from harness_run.errors import InfrastructureError, SessionBusyError, UsageError
+from harness_run.runtime.remote import TurnRequest, WorkerClient
 from harness_run.store import HistoryStore
 from harness_run.testing import ScriptedModel, error, shell, text
-from harness_run.worker import TurnRequest, WorkerClient
 
 from .conftest import CANARY, TOKEN, WorkerFactory, WorkerProcess, model_secrets, new_session
 

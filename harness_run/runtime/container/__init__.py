@@ -5,7 +5,20 @@ The ``docker`` SDK (and ``aiohttp``, for the worker client) are imported only wh
 engine is deployed or used.
 """
 
-from harness_run.runtime.container._engine import ContainerEngine, deploy_container, engine_for
+from harness_run.runtime.container._engine import (
+    ContainerEngine,
+    deploy_container,
+    docker_client,
+    engine_for,
+    share_store,
+)
 from harness_run.runtime.container._pool import ContainerPool
 
-__all__ = ["ContainerEngine", "ContainerPool", "deploy_container", "engine_for"]
+__all__ = [
+    "ContainerEngine",
+    "ContainerPool",
+    "deploy_container",
+    "docker_client",
+    "engine_for",
+    "share_store",
+]

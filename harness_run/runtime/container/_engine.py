@@ -1,6 +1,6 @@
 """``ContainerEngine``: local sessions isolated in containers of the compiled image.
 
-The same engine as the Agent Sandbox runtime (:class:`~harness_run.runtime._worker_engine.WorkerEngine`:
+The same engine as the Agent Sandbox runtime (:class:`~harness_run.runtime.remote._engine.WorkerEngine`:
 the worker protocol, turns, re-attach, exec), with a :class:`ContainerPool` instead of a warm pool.
 History is the workdir's SQLite store, shared with the containers through a bind mount.
 """
@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness_run.build._k8s import AGENT_UID
-from harness_run.build._pins import DEFAULT_BASE_IMAGE
 from harness_run.errors import InfrastructureError, UsageError
-from harness_run.runtime._worker_engine import WorkerEngine
 from harness_run.runtime.container._pool import ContainerPool
+from harness_run.runtime.remote import WorkerEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, SqliteStore
+from harness_run.vocab.k8s import AGENT_UID
+from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = ["RUNTIME", "ContainerEngine", "deploy_container", "docker_client", "engine_for"]
 
@@ -104,7 +104,7 @@ def deploy_container(
 ) -> ContainerEngine:
     """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
     workdir's store and return the engine."""
-    from harness_run.build import build_image, compile
+    from harness_run.compiler import build_image, compile
 
     if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -148,7 +148,7 @@ def engine_for(
     labels: Mapping[str, str] | None = None,
 ) -> ContainerEngine:
     """The engine of a recorded container version (its image is ``harness-run/<name>:<short>``)."""
-    from harness_run.build._plan import SHORT_DIGEST_LEN
+    from harness_run.compiler import SHORT_DIGEST_LEN
 
     pool = ContainerPool(
         client,

@@ -1,5 +1,6 @@
 """The local runtime: harness subprocesses in per-session workspaces, history in SQLite."""
 
-from harness_run.runtime.local._engine import LocalEngine, default_workdir, spec_version
+from harness_run.runtime.local._engine import LocalEngine, default_workdir, spec_version, turn_settings
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces
 
-__all__ = ["LocalEngine", "default_workdir", "spec_version"]
+__all__ = ["LocalEngine", "SessionPaths", "Workspaces", "default_workdir", "spec_version", "turn_settings"]

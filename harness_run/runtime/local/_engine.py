@@ -15,19 +15,19 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run._version import __version__
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
-from harness_run.runtime._pricing import price
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import agent_env, redact_event, secret_forms, secret_values
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
+from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
+from harness_run.vocab.pricing import price
+from harness_run.vocab.version import __version__
 
 __all__ = ["LocalEngine", "default_workdir", "spec_version", "turn_settings"]
 

@@ -22,7 +22,7 @@ from harness_run.errors import BuildError, RunError, redact
 from harness_run.spec import AgentSpec, GitRepo
 
 if TYPE_CHECKING:
-    from harness_run.build import StagedFile
+    from harness_run.compiler import StagedFile
 
 __all__ = ["SessionPaths", "Workspaces"]
 
@@ -105,7 +105,7 @@ class Workspaces:
     def _staged_skills(self, spec: AgentSpec) -> dict[str, StagedFile]:
         key = json.dumps([s.model_dump(mode="json") for s in spec.skills], sort_keys=True)
         if key not in self._skill_cache:
-            from harness_run.build import stage_skills
+            from harness_run.compiler import stage_skills
 
             self._skill_cache[key] = stage_skills(spec.skills, Path.cwd())[0]
         return self._skill_cache[key]
@@ -163,7 +163,7 @@ def _blank(text: str, secret_values: list[str]) -> str:
 def _git_env(secrets: Mapping[str, str], repo: GitRepo) -> dict[str, str]:
     """The clone's environment: the token as git config through the environment (never a command
     line or ``.git/config``); every turn's agent environment carries the same, so it can push."""
-    from harness_run.runtime._secrets import git_auth_env
+    from harness_run.security import git_auth_env
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_TERMINAL_PROMPT"] = "0"

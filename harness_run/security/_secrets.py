@@ -30,8 +30,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from harness_run.errors import UsageError
 from harness_run.events import AgentEvent
-from harness_run.harness._files import mcp_secret_values
+from harness_run.harness import mcp_secret_values
 from harness_run.spec import AgentSpec, GitRepo
+from harness_run.vocab.envrules import PROVIDER_VARIABLES
 
 __all__ = [
     "OPENROUTER_URL",
@@ -46,23 +47,6 @@ __all__ = [
     "secret_values",
 ]
 
-# Model-provider variables a run may pass without declaring them (endpoint and key per harness).
-PROVIDER_VARIABLES: frozenset[str] = frozenset(
-    {
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENROUTER_API_KEY",
-        "OPENROUTER_BASE_URL",
-        "CLAUDE_CODE_USE_VERTEX",
-        "ANTHROPIC_VERTEX_PROJECT_ID",
-        "CLOUD_ML_REGION",
-        "GOOGLE_APPLICATION_CREDENTIALS",
-    }
-)
 _NOT_SECRET = frozenset(
     {
         "ANTHROPIC_BASE_URL",

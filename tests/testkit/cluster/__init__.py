@@ -8,7 +8,7 @@
   bind warm sandboxes or cold-start one.
 """
 
-from harness_run.testing.cluster._controller import SandboxController
-from harness_run.testing.cluster._emulator import ClusterEmulator
+from testkit.cluster._controller import SandboxController
+from testkit.cluster._emulator import ClusterEmulator
 
 __all__ = ["ClusterEmulator", "SandboxController"]

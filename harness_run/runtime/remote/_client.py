@@ -23,7 +23,7 @@ from harness_run.errors import (
     SessionNotFoundError,
     UsageError,
 )
-from harness_run.worker._protocol import (
+from harness_run.runtime.remote._protocol import (
     ExecRequest,
     ExecResponse,
     Health,

@@ -2,7 +2,7 @@
 
 The engine is a :class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral)
 calls ``execute_turn``, which reserves the turn in the store (exactly one client wins), acquires a
-sandbox from its :class:`~harness_run.runtime._provider.SandboxProvider` (a warm-pool claim on Agent
+sandbox from its :class:`~harness_run.runtime.remote._provider.SandboxProvider` (a warm-pool claim on Agent
 Sandbox, a local container, or the session's held one), starts the turn on the worker and mirrors
 its event stream into the :class:`Run`. The worker writes the history; this side only writes the
 session record before the turn and the outcome of a turn the worker could not finish (sandbox
@@ -17,7 +17,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness_run.build._plan import SHORT_DIGEST_LEN
+from harness_run.compiler import SHORT_DIGEST_LEN
 from harness_run.errors import (
     HarnessRunError,
     InfrastructureError,
@@ -27,17 +27,18 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
-from harness_run.runtime._provider import Claim, SandboxProvider
 from harness_run.runtime._run import Run
-from harness_run.runtime._secrets import redact_event, secret_forms, secret_values
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
+from harness_run.runtime.remote._provider import Claim, SandboxProvider
+from harness_run.security import redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from harness_run.worker import TurnRequest, WorkerClient
+    from harness_run.runtime.remote._client import WorkerClient
+    from harness_run.runtime.remote._protocol import TurnRequest
 
 __all__ = ["WorkerEngine"]
 
@@ -161,7 +162,7 @@ class WorkerEngine:
         turn_id = f"{sid}.{run.turn}"
         try:
             claim = await self.claims.acquire(sid)
-            from harness_run.worker import TurnRequest
+            from harness_run.runtime.remote._protocol import TurnRequest
 
             request = TurnRequest(
                 turn_id=turn_id,
@@ -339,7 +340,7 @@ class WorkerEngine:
         values: list[str],
         turn_config: TurnConfig | None,
     ) -> SessionRecord | None:
-        from harness_run.runtime.local._engine import turn_settings
+        from harness_run.runtime.local import turn_settings
 
         sid = session.session_id
         events = [e.model_dump(mode="json") for e in run.events]

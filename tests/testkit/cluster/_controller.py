@@ -36,13 +36,13 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from harness_run.build import _k8s as k8s
 from harness_run.errors import InfrastructureError
-from harness_run.testing.cluster._informer import Informer
-from harness_run.testing.cluster._pods import Pod, PodRuntime
+from harness_run.vocab import k8s
+from testkit.cluster._informer import Informer
+from testkit.cluster._pods import Pod, PodRuntime
 
 if TYPE_CHECKING:
-    from harness_run.testing.cluster._emulator import ClusterEmulator
+    from testkit.cluster._emulator import ClusterEmulator
 
 __all__ = ["LABEL_CLAIM", "LABEL_POOL", "SandboxController"]
 

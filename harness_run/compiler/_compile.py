@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
-from harness_run.build import _context as ctx
-from harness_run.build import _pins as pins
-from harness_run.build._manifests import ManifestInputs, build_manifests
-from harness_run.build._plan import SHORT_DIGEST_LEN, BuildPlan, context_digest
-from harness_run.build._skills import stage_skills
+from harness_run.compiler import _context as ctx
+from harness_run.compiler._manifests import ManifestInputs, build_manifests
+from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan, context_digest
+from harness_run.compiler._skills import stage_skills
 from harness_run.errors import SpecError, SpecIssue, UsageError
-from harness_run.harness._files import harness_files, mcp_secret_env
+from harness_run.harness import harness_files, mcp_secret_env
 from harness_run.spec import AgentSpec, StdioMcpServer
+from harness_run.vocab import pins
 
 __all__ = ["compile"]
 
@@ -65,7 +65,7 @@ def compile(
             f"gcp_service_account {gcp_service_account!r} is not a Google service account email; "
             "use e.g. 'agents@my-project.iam.gserviceaccount.com'"
         )
-    from harness_run._version import __version__
+    from harness_run.vocab.version import __version__
 
     files: dict[str, bytes] = {}
     executables: set[str] = set()
@@ -150,7 +150,7 @@ _SECRET_WORDS = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?
 
 def _check_pod_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Non-secret container settings only: secrets travel per run, never in a manifest."""
-    from harness_run.spec._checks import looks_like_credential
+    from harness_run.spec import looks_like_credential
 
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):  # pyright: ignore[reportUnnecessaryIsInstance]

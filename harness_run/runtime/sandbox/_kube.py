@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from harness_run.build import _k8s as k8s
 from harness_run.errors import InfrastructureError, UsageError
+from harness_run.vocab import k8s
 
 __all__ = ["Kube", "KubeStatus", "load_api_client"]
 

@@ -1,6 +1,6 @@
 """Typed builders of the Kubernetes manifests of one engine version.
 
-Objects (all names and API versions from :mod:`harness_run.build._k8s`):
+Objects (all names and API versions from :mod:`harness_run.vocab.k8s`):
 
 - ``ServiceAccount`` ``<name>-agent`` — one per engine (kept across versions, so a Workload
   Identity binding made once stays valid), annotated with ``gcp_service_account`` when given;
@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness_run.build import _k8s as k8s
 from harness_run.spec import Network, Resources
+from harness_run.vocab import k8s
 
 __all__ = ["ManifestInputs", "build_manifests", "engine_labels", "versioned_name"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from harness_run.errors import BuildError
 
 if TYPE_CHECKING:
-    from harness_run.build._plan import BuildPlan
+    from harness_run.compiler._plan import BuildPlan
 
 __all__ = ["build_image"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from harness_run.build import _k8s as k8s
+from harness_run.vocab import k8s
 
 __all__ = ["Cause", "ResourceDef", "default_crds_dir", "load_resources"]
 

@@ -20,11 +20,11 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from harness_run.build import _k8s as k8s
-from harness_run.build._manifests import engine_labels
+from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
-from harness_run.runtime._provider import Claim, HeldClaims
-from harness_run.sandbox._kube import Kube, Obj
+from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.runtime.sandbox._kube import Kube, Obj
+from harness_run.vocab import k8s
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
 
@@ -65,7 +65,7 @@ def worker_address(claim: Obj, sandbox: Obj | None) -> str:
 
 class ClaimPool(HeldClaims):
     """The claims this process holds, one per session, for one engine version (the Agent Sandbox
-    :class:`~harness_run.runtime._provider.SandboxProvider`)."""
+    :class:`~harness_run.runtime.remote._provider.SandboxProvider`)."""
 
     def __init__(
         self,
@@ -127,7 +127,7 @@ class ClaimPool(HeldClaims):
         }
 
     async def _new(self, session_id: str) -> Claim:
-        from harness_run.worker import WorkerClient
+        from harness_run.runtime.remote import WorkerClient
 
         token = secrets.token_urlsafe(32)
         digest = hashlib.sha256(token.encode()).hexdigest()

@@ -1,17 +1,17 @@
 """``SandboxEngine``: the worker engine with sandboxes claimed from an Agent Sandbox warm pool.
 
-Turns, re-attach and exec are :class:`~harness_run.runtime._worker_engine.WorkerEngine`'s; this adds
-what is Kubernetes-specific: the claim pool (:class:`~harness_run.sandbox._claims.ClaimPool`) on the
+Turns, re-attach and exec are :class:`~harness_run.runtime.remote._engine.WorkerEngine`'s; this adds
+what is Kubernetes-specific: the claim pool (:class:`~harness_run.runtime.sandbox._claims.ClaimPool`) on the
 version's template/pool, the namespace, and deleting a version's objects.
 """
 
 from __future__ import annotations
 
-from harness_run.build._manifests import versioned_name
-from harness_run.build._plan import SHORT_DIGEST_LEN
-from harness_run.runtime._worker_engine import WorkerEngine
-from harness_run.sandbox._claims import ClaimPool
-from harness_run.sandbox._kube import Kube
+from harness_run.compiler import SHORT_DIGEST_LEN, versioned_name
+from harness_run.runtime.remote import WorkerEngine
+from harness_run.runtime.sandbox._claims import ClaimPool
+from harness_run.runtime.sandbox._kube import Kube
+from harness_run.runtime.sandbox._versions import delete_version
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore
 
@@ -59,6 +59,4 @@ class SandboxEngine(WorkerEngine):
 
     def delete_version(self, version: str) -> EngineRecord:
         """Delete a version (a digest or its prefix): its template, pool, policies and record."""
-        from harness_run.sandbox._deploy import delete_version
-
         return delete_version(self.store, self.kube, self.name, version)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness_run.testing.cluster._schema import ResourceDef
+from testkit.cluster._schema import ResourceDef
 
 __all__ = ["discovery"]
 

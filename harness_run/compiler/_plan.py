@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from harness_run.build._context import DIGEST_ARG, GENERATED
-from harness_run.build._skills import PinnedSkill
+from harness_run.compiler._context import DIGEST_ARG, GENERATED
+from harness_run.compiler._skills import PinnedSkill
 from harness_run.errors import UsageError
 
 __all__ = ["SHORT_DIGEST_LEN", "BuildPlan", "context_digest"]
@@ -33,7 +33,7 @@ def context_digest(builder_version: str, files: Mapping[str, bytes], executables
 
 @dataclass(frozen=True, slots=True)
 class BuildPlan:
-    """The output of :func:`harness_run.build.compile`. Treat every field as read-only.
+    """The output of :func:`harness_run.compiler.compile`. Treat every field as read-only.
 
     - ``digest``: sha256 (hex) of the build context and the builder version — the engine version;
       ``short`` is its first 12 characters (image tag, object names).

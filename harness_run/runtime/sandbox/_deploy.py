@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness_run.build import _k8s as k8s
-from harness_run.build._manifests import engine_labels, versioned_name
-from harness_run.build._pins import DEFAULT_BASE_IMAGE
-from harness_run.build._plan import SHORT_DIGEST_LEN, BuildPlan
+from harness_run.compiler import BuildPlan, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
-from harness_run.sandbox._engine import SandboxEngine
-from harness_run.sandbox._kube import Kube, KubeStatus, load_api_client
-from harness_run.sandbox._progress import Progress
+from harness_run.runtime.sandbox._engine import SandboxEngine
+from harness_run.runtime.sandbox._kube import Kube, load_api_client
+from harness_run.runtime.sandbox._progress import Progress
+from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, open_store
+from harness_run.vocab import k8s
+from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = ["default_registry", "default_store_url", "delete_version", "deploy", "get_engine"]
 
@@ -30,7 +30,6 @@ ENV_REGISTRY = "HARNESS_RUN_REGISTRY"
 ENV_STORE = "HARNESS_RUN_STORE"
 ENV_VERTEX_PROJECT = "HARNESS_RUN_VERTEX_PROJECT"
 ENV_VERTEX_REGION = "HARNESS_RUN_VERTEX_REGION"
-RUNTIME = "sandbox"
 
 
 def default_registry(project: str, location: str) -> str:
@@ -90,7 +89,7 @@ def deploy(
     Identity Federation (what ``harness-run-gcp-setup`` grants the namespace); pass
     ``gcp_service_account`` to have them act as a Google service account instead.
     """
-    from harness_run.build import compile
+    from harness_run.compiler import compile
 
     if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UsageError("sandbox.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -191,7 +190,7 @@ def _in_registry(client: Any, image: str) -> bool:
 
 
 def _image(plan: BuildPlan, docker_client: Any, show: Progress) -> None:
-    from harness_run.build._docker import build_image
+    from harness_run.compiler import build_image
 
     client = _docker(docker_client)
     if _in_registry(client, plan.image):
@@ -266,7 +265,7 @@ def get_engine(
     if not project or not location:
         raise UsageError("sandbox.get_engine() needs project= and location=")
     history, url = _open(store, project)
-    record = _find(history, name, version)
+    record = find_version(history, name, version)
     if record is None:
         known = sorted({e.name for e in history.list_engines() if e.runtime == RUNTIME})
         which = f"version {version!r} of engine {name!r}" if version else f"engine {name!r}"
@@ -284,44 +283,3 @@ def get_engine(
         claim_timeout=claim_timeout,
         router_url=router_url,
     )
-
-
-def _find(history: HistoryStore, name: str, version: str | None) -> EngineRecord | None:
-    found = [e for e in history.list_engines(name) if e.runtime == RUNTIME]
-    if version:
-        found = [e for e in found if e.version.startswith(version)]
-        if len({e.version for e in found}) > 1:
-            raise UsageError(
-                f"version prefix {version!r} of engine {name!r} is ambiguous "
-                f"({sorted(e.version[:SHORT_DIGEST_LEN] for e in found)}); give more characters"
-            )
-    return max(found, key=lambda e: e.created_at) if found else None
-
-
-def delete_version(history: HistoryStore, kube: Kube, name: str, version: str) -> EngineRecord:
-    """Delete a version's pool, template and policies (not the engine's ServiceAccount) and record."""
-    record = _find(history, name, version)
-    if record is None:
-        raise UsageError(f"engine {name!r} has no version {version!r}; see engine.versions()")
-    short = record.version[:SHORT_DIGEST_LEN]
-    base = versioned_name(name, short)
-    targets = [
-        (k8s.SANDBOX_WARM_POOL, base),
-        (k8s.SANDBOX_TEMPLATE, base),
-        (k8s.NETWORK_POLICY, _suffixed(base[:54], "egress")),
-        (k8s.FQDN_NETWORK_POLICY, _suffixed(base[:55], "hosts")),
-    ]
-    for claim in kube.list(k8s.SANDBOX_CLAIM, engine_labels(name, short)):
-        kube.delete(k8s.SANDBOX_CLAIM, str(claim["metadata"]["name"]))
-    for kind, obj_name in targets:
-        try:
-            kube.delete(kind, obj_name)
-        except KubeStatus as exc:
-            if exc.status != 404:  # e.g. a cluster without GKE's FQDNNetworkPolicy
-                raise
-    history.delete_engine(name, record.version)
-    return record
-
-
-def _suffixed(base: str, suffix: str) -> str:
-    return f"{base[: 62 - len(suffix)].rstrip('-')}-{suffix}"

@@ -1,6 +1,6 @@
 """``ClusterEmulator``: an in-memory Kubernetes API server on 127.0.0.1 for the real ``kubernetes`` client.
 
-It runs :class:`~harness_run.testing.cluster._apiserver.ApiServer` (kmock) on its own event loop in a
+It runs :class:`~testkit.cluster._apiserver.ApiServer` (kmock) on its own event loop in a
 background thread, serves the Agent Sandbox CRDs (every served version), ServiceAccounts,
 NetworkPolicies and FQDNNetworkPolicies, and hands out ``kubernetes.client.ApiClient`` objects
 pointed at it::
@@ -29,7 +29,7 @@ from harness_run.errors import InfrastructureError
 if TYPE_CHECKING:
     import kubernetes.client
 
-    from harness_run.testing.cluster._apiserver import ApiServer
+    from testkit.cluster._apiserver import ApiServer
 
 __all__ = ["ClusterEmulator"]
 
@@ -53,7 +53,7 @@ class ClusterEmulator:
         field_validation: str = "Strict",
         port: int | None = None,
     ) -> None:
-        from harness_run.testing.cluster._schema import default_crds_dir, load_resources
+        from testkit.cluster._schema import default_crds_dir, load_resources
 
         self._resources = load_resources(Path(crds_dir) if crds_dir else default_crds_dir(), extra_crds)
         self._field_validation = field_validation
@@ -115,7 +115,7 @@ class ClusterEmulator:
     async def _serve(self, ready: Future[str]) -> None:
         import kmock
 
-        from harness_run.testing.cluster._apiserver import ApiServer
+        from testkit.cluster._apiserver import ApiServer
 
         self._stop = asyncio.Event()
         handler = ApiServer(field_validation=self._field_validation)

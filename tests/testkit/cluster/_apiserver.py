@@ -34,10 +34,10 @@ import attrs
 import jsonpatch  # type: ignore[import-untyped]
 import kmock
 
-from harness_run.testing.cluster._discovery import discovery
-from harness_run.testing.cluster._objects import Obj, WatchEvent, api_error, merge_patch, now, spec_part
-from harness_run.testing.cluster._schema import Cause, ResourceDef, validate_metadata
-from harness_run.testing.cluster._selectors import SelectorError, parse_field_selector, parse_label_selector
+from testkit.cluster._discovery import discovery
+from testkit.cluster._objects import Obj, WatchEvent, api_error, merge_patch, now, spec_part
+from testkit.cluster._schema import Cause, ResourceDef, validate_metadata
+from testkit.cluster._selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["ApiServer"]
 

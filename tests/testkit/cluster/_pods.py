@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from harness_run._net import free_port
-from harness_run.build import _k8s as k8s
+from harness_run.vocab import k8s
+from harness_run.vocab.net import free_port
 
 __all__ = ["LABEL_CONTROLLER", "LABEL_SANDBOX", "Pod", "PodRuntime", "downward_api_text"]
 

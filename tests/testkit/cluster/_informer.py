@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from harness_run.build import _k8s as k8s
+from harness_run.vocab import k8s
 
 __all__ = ["Informer"]
 

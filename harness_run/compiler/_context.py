@@ -24,8 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from harness_run.build import _k8s as k8s
-from harness_run.build import _pins as pins
+from harness_run.vocab import k8s, pins
 
 __all__ = ["DockerfileValues", "library_files", "render_dockerfile", "templates_dir"]
 

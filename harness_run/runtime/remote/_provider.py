@@ -1,11 +1,11 @@
 """What an engine that runs turns on the in-image worker needs from whatever gives it sandboxes.
 
 A :class:`SandboxProvider` hands out :class:`Claim` s: a sandbox bound to one session, the address
-of its worker and a :class:`~harness_run.worker.WorkerClient` holding the claim's bearer token. The
+of its worker and a :class:`~harness_run.runtime.remote.WorkerClient` holding the claim's bearer token. The
 Kubernetes Agent Sandbox runtime claims pods from a warm pool
-(:class:`harness_run.sandbox._claims.ClaimPool`); local container isolation starts a Docker
+(:class:`harness_run.runtime.sandbox._claims.ClaimPool`); local container isolation starts a Docker
 container per session (:class:`harness_run.runtime.container.ContainerPool`). The engine
-(:class:`harness_run.runtime._worker_engine.WorkerEngine`) is the same for both.
+(:class:`harness_run.runtime.remote._engine.WorkerEngine`) is the same for both.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from harness_run.worker import WorkerClient
+    from harness_run.runtime.remote._client import WorkerClient
 
 __all__ = ["Claim", "HeldClaims", "SandboxProvider"]
 

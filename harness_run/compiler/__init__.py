@@ -1,0 +1,28 @@
+"""The compiler: ``AgentSpec`` -> image build context + Kubernetes manifests + content digest.
+
+``compile(spec)`` is pure and fast apart from staging skills; ``build_image(plan)`` (docker SDK,
+imported lazily) builds the context on a Docker engine.
+"""
+
+from harness_run.compiler._compile import compile
+from harness_run.compiler._docker import build_image
+from harness_run.compiler._manifests import engine_labels, versioned_name
+from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan
+from harness_run.compiler._skills import PinnedSkill, StagedFile, stage_skills
+from harness_run.vocab.pins import BUILDER_VERSION, DEFAULT_BASE_IMAGE
+
+__all__ = [
+    # compile
+    "BUILDER_VERSION",
+    "DEFAULT_BASE_IMAGE",
+    "SHORT_DIGEST_LEN",
+    "BuildPlan",
+    "PinnedSkill",
+    "StagedFile",
+    # build
+    "build_image",
+    "compile",
+    "engine_labels",
+    "stage_skills",
+    "versioned_name",
+]

@@ -1,0 +1,43 @@
+"""Engines whose turns run on the in-image worker (``python -m harness_run.worker``), wherever the
+sandbox comes from: the client half of the worker protocol (:class:`WorkerClient` and the request and
+response models), the :class:`SandboxProvider` port with its shared :class:`HeldClaims` bookkeeping,
+and :class:`WorkerEngine`, the one Engine over any provider (Docker containers, Agent Sandbox claims).
+
+aiohttp is imported when a client is used, not by importing this package.
+"""
+
+from harness_run.runtime.remote._client import WorkerClient
+from harness_run.runtime.remote._engine import WorkerEngine
+from harness_run.runtime.remote._protocol import (
+    ErrorBody,
+    ExecRequest,
+    ExecResponse,
+    Health,
+    InterruptResponse,
+    SteerRequest,
+    SteerResponse,
+    TurnInfo,
+    TurnRequest,
+    TurnStatus,
+)
+from harness_run.runtime.remote._provider import Claim, HeldClaims, SandboxProvider
+
+__all__ = [
+    # the engine over a provider
+    "Claim",
+    # the worker protocol
+    "ErrorBody",
+    "ExecRequest",
+    "ExecResponse",
+    "Health",
+    "HeldClaims",
+    "InterruptResponse",
+    "SandboxProvider",
+    "SteerRequest",
+    "SteerResponse",
+    "TurnInfo",
+    "TurnRequest",
+    "TurnStatus",
+    "WorkerClient",
+    "WorkerEngine",
+]

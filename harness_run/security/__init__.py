@@ -1,0 +1,30 @@
+"""Credentials and the agent's environment: per-run secrets, their routing to one consumer each,
+redaction of every form of a secret value, and the allow-listed environment a harness runs in.
+
+Every runtime applies this layer the same way (the local engine and the in-image worker)."""
+
+from harness_run.security._secrets import (
+    OPENROUTER_URL,
+    agent_env,
+    check_secrets,
+    exposed_secrets,
+    git_auth_env,
+    redact_event,
+    resolve_secrets,
+    routed_secret_names,
+    secret_forms,
+    secret_values,
+)
+
+__all__ = [
+    "OPENROUTER_URL",
+    "agent_env",
+    "check_secrets",
+    "exposed_secrets",
+    "git_auth_env",
+    "redact_event",
+    "resolve_secrets",
+    "routed_secret_names",
+    "secret_forms",
+    "secret_values",
+]
