@@ -1,7 +1,8 @@
 """The scripted model's Responses API against the REAL Codex CLI (when one is installed).
 
-The binary comes from ``HARNESS_RUN_CODEX_BIN``, ``codex`` on PATH or
-``npm install --prefix /tmp/codex-cli @openai/codex@0.171.0``.
+The binary is found exactly as the Codex driver finds it: ``HARNESS_RUN_CODEX_BIN``, else the
+pinned ``openai-codex-cli-bin`` wheel in the project's venv (the ``local`` extra), else PATH — never a
+developer machine's leftovers.
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from typing import Any
 
 import pytest
 
+from harness_run.errors import HarnessNotFoundError
+from harness_run.harness import get_driver
 from harness_run.testing import ScriptedModel, error, shell, text, write_file
 
 pytestmark = pytest.mark.harness
 
-_CANDIDATES = ("/tmp/codex-cli/node_modules/.bin/codex",)
-
 
 @pytest.fixture(scope="module")
 def codex_binary() -> str:
-    for candidate in (os.environ.get("HARNESS_RUN_CODEX_BIN"), shutil.which("codex"), *_CANDIDATES):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.skip("no codex binary: set HARNESS_RUN_CODEX_BIN or npm install @openai/codex@0.171.0")
+    try:
+        return get_driver("codex").locate()
+    except HarnessNotFoundError as exc:
+        pytest.skip(f"no codex binary: {exc}")
 
 
 @pytest.fixture
