@@ -15,6 +15,10 @@ HTML comment on the line before a block changes how it is run; it is invisible o
     <!-- example: provider=openrouter -->           only OPENROUTER_API_KEY/OPENROUTER_BASE_URL point
                                                     at the scripted model (default: the Anthropic and
                                                     OpenAI variables do)
+    <!-- example: pytest -->                        the block is a pytest test module: run with pytest
+                                                    (and pytest-asyncio), it must pass
+    <!-- example: allow-errors -->                  turns that end in an error are expected (by
+                                                    default a failed turn fails the example)
 
 Options combine: ``<!-- example: continue script=x -->``. A group (a block and the blocks that
 continue it) takes its script and provider from its first block.
@@ -34,7 +38,7 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*example:(?P<body>.*?)-->\s*$")
-_OPTIONS = {"skip", "continue", "script", "provider"}
+_OPTIONS = {"skip", "continue", "script", "provider", "pytest", "allow-errors"}
 _PROVIDERS = {"direct", "openrouter"}
 
 
@@ -78,6 +82,14 @@ class Group:
     @property
     def skip_reason(self) -> str | None:
         return self.blocks[0].skip_reason
+
+    @property
+    def allows_errors(self) -> bool:
+        return any("allow-errors" in b.options for b in self.blocks)
+
+    @property
+    def is_pytest(self) -> bool:
+        return "pytest" in self.blocks[0].options
 
 
 def doc_files() -> list[Path]:
@@ -151,7 +163,7 @@ def collect() -> list[Group]:
                 previous = groups[-1]
                 if block.skip_reason is not None and previous.skip_reason is None:
                     raise ValueError(f"{block.where}: skip the whole group (its first block) or none of it")
-                for key in ("script", "provider"):
+                for key in ("script", "provider", "pytest"):
                     if key in block.options:
                         raise ValueError(f"{block.where}: {key}= belongs on the group's first block")
                 previous.blocks.append(block)
