@@ -12,7 +12,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         groups = [g for g in collect() if g.skip_reason is not None]
     except ValueError:
         return  # test_directives_are_well_formed reports it
-    if not groups or not any("docsite" in str(r.nodeid) for r in _reports(terminalreporter)):
+    if not groups or not any("test_doc_examples" in r.nodeid for r in _reports(terminalreporter)):
         return
     terminalreporter.section("documentation examples not run (compiled and type-checked only)")
     for group in groups:
