@@ -139,7 +139,10 @@ def blocks_of(path: Path) -> list[Block]:
         end = index + 1
         while end < len(lines) and not lines[end].strip().startswith(marker):
             end += 1
-        body = [text[len(indent) :] if text.startswith(indent) else text.lstrip() for text in lines[index + 1 : end]]
+        body = [
+            text[len(indent) :] if text.startswith(indent) else text.lstrip()
+            for text in lines[index + 1 : end]
+        ]
         if info in {"python", "py"}:
             options = pending[1] if pending is not None else {}
             blocks.append(Block(path, index + 2, "\n".join(body) + "\n", options))

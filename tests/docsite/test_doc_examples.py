@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,7 +73,9 @@ def git_mirrors(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for owner, name in repos:
         work = root / "work" / owner / name
         (work / "tests").mkdir(parents=True)
-        (work / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Example skill {name}.\n---\nBe brief.\n")
+        (work / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: Example skill {name}.\n---\nBe brief.\n"
+        )
         (work / "README.md").write_text(f"# {name}\n")
         (work / "tests" / "test_parser.py").write_text("def test_parser():\n    assert True\n")
         _git("init", "-q", "-b", "main", cwd=work)
@@ -129,10 +130,10 @@ def _failed_turns(home: Path) -> list[str]:
 
 
 @pytest.fixture
-def workplace(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def workplace(tmp_path: Path) -> tuple[Path, Path]:
     home, cwd = tmp_path / "harness-run-home", tmp_path / "cwd"
     cwd.mkdir()
-    yield home, cwd
+    return home, cwd
 
 
 @pytest.mark.harness
