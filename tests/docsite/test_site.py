@@ -4,8 +4,10 @@ reference, every page in the nav, and nothing fetched from the network at build 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,20 @@ def test_no_plugin_fetches_from_the_network() -> None:
     handlers = config["plugins"][1]["mkdocstrings"]["handlers"]  # type: ignore[index]
     assert "inventories" not in handlers["python"] and "import" not in handlers["python"]
     assert config["theme"]["font"] == "false"  # no web fonts loaded by the pages either
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "reference").glob("*.md")), ids=lambda p: p.name)
+def test_reference_pages_list_every_public_name(page: Path) -> None:
+    """A reference page that lists its members explicitly (for their order) must list all of the
+    module's ``__all__``: a name added to the API must not be missing from the reference."""
+    import importlib
+
+    text = page.read_text()
+    for match in re.finditer(r"^::: ([\w.]+)\n((?:    .*\n)*)", text, re.M):
+        options = yaml.safe_load(textwrap.dedent(match.group(2))) or {}
+        members = (options.get("options") or {}).get("members")
+        if not isinstance(members, list):
+            continue
+        module = importlib.import_module(match.group(1))
+        missing = sorted(set(module.__all__) - set(members))
+        assert not missing, f"{page.name}: add {missing} to the members of ::: {match.group(1)}"
