@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ARGS ?=
 
-.PHONY: help venv demo test lint services-up services-down services-status bench clean-state
+.PHONY: help venv demo test lint docs docs-serve services-up services-down services-status bench clean-state
 
 help: ## list the targets
 	@echo "harness-run make targets:"
@@ -21,6 +21,12 @@ test: ## the full test run: system packages, venv, dockerd + registry, base imag
 
 lint: ## ruff check, ruff format --check, pyright
 	scripts/lint
+
+docs: ## build the documentation site into site/ (mkdocs build --strict)
+	scripts/docs build
+
+docs-serve: ## preview the documentation on http://127.0.0.1:8000 (mkdocs serve)
+	scripts/docs serve
 
 services-up: ## start our dockerd + local registry (then: eval "$(scripts/services env)")
 	scripts/services start
