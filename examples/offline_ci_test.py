@@ -21,7 +21,7 @@ async def test_agent_creates_the_report(scripted_model: ScriptedModel, tmp_path:
 
     result = await session.run(
         "Run the tests and write a report.",
-        secrets={"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "test"},
+        secrets={"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "scripted-key"},
     )
 
     assert not result.is_error
