@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import compile
+from harness_run.compiler import ImageOptions, PodOptions, compile
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.runtime.sandbox._claims import ClaimPool, claim_ready, worker_address
 from harness_run.runtime.sandbox._kube import Kube
@@ -78,7 +78,8 @@ def test_delete_version_removes_its_objects_and_record(tmp_path: Path, cluster: 
     from harness_run import sandbox
 
     kube = Kube(cluster.api_client(), "default")
-    plans = [compile(SPEC, runtime_class=None), compile(SPEC, runtime_class=None, base_image="other:1")]
+    pods = PodOptions(runtime_class=None)
+    plans = [compile(SPEC, pods=pods), compile(SPEC, pods=pods, image=ImageOptions(base_image="other:1"))]
     store = SqliteStore(tmp_path)
     for i, plan in enumerate(plans):
         for obj in plan.manifests:

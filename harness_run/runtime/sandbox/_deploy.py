@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness_run.compiler import BuildPlan, versioned_name
+from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
 from harness_run.runtime.sandbox._engine import SandboxEngine
 from harness_run.runtime.sandbox._kube import Kube, load_api_client
@@ -106,15 +106,16 @@ def deploy(
     kube = Kube(load_api_client(api_client), namespace)
     plan = compile(
         spec,
-        base_image=base_image,
-        ca_files=ca_files,
-        build_network=network_mode,
-        runtime_class=runtime_class,
-        image_repository=f"{repo}/{spec.name}",
+        image=ImageOptions(
+            base_image=base_image, ca_files=ca_files, build_network=network_mode, registry=repo
+        ),
+        pods=PodOptions(
+            runtime_class=runtime_class,
+            env={ENV_STORE: store_url, ENV_VERTEX_PROJECT: project, ENV_VERTEX_REGION: location},
+            gcp_service_account=gcp_service_account,
+        ),
         namespace=namespace,
         pool_size=pool_size,
-        pod_env={ENV_STORE: store_url, ENV_VERTEX_PROJECT: project, ENV_VERTEX_REGION: location},
-        gcp_service_account=gcp_service_account,
     )
     show.step("compile", f"{spec.name} version {plan.short} ({len(plan.files)} files)")
     _image(plan, docker_client, show)
