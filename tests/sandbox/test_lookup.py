@@ -56,7 +56,7 @@ def test_get_engine_finds_sandbox_versions_only(tmp_path: Path, cluster: Any) ->
         "project": "p",
         "location": "l",
         "store": store,
-        "api_client": cluster.api_client(),
+        "cluster": sandbox.ClusterTarget(api_client=cluster.api_client()),
     }
     with pytest.raises(
         UsageError, match=r"no engine 'lookup' .*deploy it first with harness_run\.sandbox\.deploy"
@@ -86,7 +86,11 @@ def test_delete_version_removes_its_objects_and_record(tmp_path: Path, cluster: 
             kube.apply(obj)
         store.put_engine(_record(plan.digest, float(i)))
     engine = sandbox.get_engine(
-        "lookup", project="p", location="l", store=store, api_client=cluster.api_client()
+        "lookup",
+        project="p",
+        location="l",
+        store=store,
+        cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
     )
     engine.delete_version(plans[0].digest[:10])
     assert [v.version for v in engine.versions()] == [plans[1].digest]

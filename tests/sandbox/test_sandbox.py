@@ -101,7 +101,7 @@ def test_get_engine_errors_name_what_to_deploy(deployed: Deployed) -> None:
             project=PROJECT,
             location=LOCATION,
             store=deployed.store_url,
-            api_client=deployed.cluster.api_client(),
+            cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
         )
     with pytest.raises(UsageError, match="version 'ffff'"):
         deployed.get_engine(version="ffff")
