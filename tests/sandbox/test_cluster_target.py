@@ -1,6 +1,7 @@
 """Which cluster a deploy or lookup reaches (no containers): kubeconfig files written here whose
 contexts point at the Kubernetes API emulator; the context is chosen by ``cluster=`` and checked
-against ``project``/``location``; lookups that only read history never touch a cluster."""
+against ``project``/``location``; lookups that only read history never touch a cluster; the pod env
+names the Vertex AI region only when the spec does."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from harness_run import AgentSpec, sandbox
 from harness_run.compiler import PodOptions, compile
 from harness_run.errors import UsageError
 from harness_run.runtime.sandbox._cluster import ENV_CLUSTER, GkeCluster, KubeContext, choose_context
+from harness_run.runtime.sandbox._deploy import pod_env
 from harness_run.runtime.sandbox._kube import Kube
 from harness_run.store import EngineRecord, SqliteStore
 from harness_run.vocab import k8s
@@ -265,3 +267,26 @@ async def test_a_turn_without_a_kubeconfig_says_how_to_get_one(kube_env: Path, t
     assert "no kubeconfig at ~/.kube/config" in str(result.error)
     assert "gcloud container clusters get-credentials" in str(result.error)
     await engine.aclose()
+
+
+# --- the Vertex AI region -------------------------------------------------------------------------------
+
+
+def test_the_pod_env_names_a_vertex_region_only_when_the_spec_does() -> None:
+    plain = pod_env(SPEC, PodOptions(), store_url="gs://b/hr", project=PROJECT)
+    assert plain == {"HARNESS_RUN_STORE": "gs://b/hr", "HARNESS_RUN_VERTEX_PROJECT": PROJECT}
+    regional = AgentSpec.from_dict({**SPEC.to_dict(), "env": {"CLOUD_ML_REGION": "us-east5"}})
+    env = pod_env(regional, PodOptions(env={"LOG_LEVEL": "debug"}), store_url="gs://b/hr", project=PROJECT)
+    assert env["HARNESS_RUN_VERTEX_REGION"] == "us-east5"
+    assert env["LOG_LEVEL"] == "debug"
+    for name in ("HARNESS_RUN_STORE", "HARNESS_RUN_VERTEX_PROJECT", "HARNESS_RUN_VERTEX_REGION"):
+        with pytest.raises(UsageError, match=f"must not set {name}"):
+            pod_env(SPEC, PodOptions(env={name: "x"}), store_url="gs://b/hr", project=PROJECT)
+    # rendered into the SandboxTemplate as deploy compiles it
+    for spec, expected in ((SPEC, None), (regional, "us-east5")):
+        pods = PodOptions(env=pod_env(spec, PodOptions(), store_url="gs://b/hr", project=PROJECT))
+        template = next(m for m in compile(spec, pods=pods).manifests if m["kind"] == "SandboxTemplate")
+        (container,) = template["spec"]["podTemplate"]["spec"]["containers"]
+        rendered = {e["name"]: e["value"] for e in container["env"]}
+        assert rendered.get("HARNESS_RUN_VERTEX_REGION") == expected
+        assert rendered["HARNESS_RUN_VERTEX_PROJECT"] == PROJECT

@@ -32,10 +32,11 @@ ENV_REGISTRY = "HARNESS_RUN_REGISTRY"
 ENV_STORE = "HARNESS_RUN_STORE"
 ENV_VERTEX_PROJECT = "HARNESS_RUN_VERTEX_PROJECT"
 ENV_VERTEX_REGION = "HARNESS_RUN_VERTEX_REGION"
+VERTEX_REGION_VARIABLE = "CLOUD_ML_REGION"
 _RESERVED = {
     ENV_STORE: "pass store= instead",
     ENV_VERTEX_PROJECT: "it is the deploy's project=",
-    ENV_VERTEX_REGION: "it is the deploy's location=",
+    ENV_VERTEX_REGION: f"name the region in the spec: env={{{VERTEX_REGION_VARIABLE!r}: ...}}",
 }
 
 
@@ -47,12 +48,19 @@ def default_store_url(project: str) -> str:
     return os.environ.get(ENV_STORE) or f"gs://{project}-harness-run"
 
 
-def pod_env(pods: PodOptions, *, store_url: str, project: str, location: str) -> dict[str, str]:
-    """The sandbox container's environment: ``pods.env`` and the worker's settings."""
+def pod_env(spec: AgentSpec, pods: PodOptions, *, store_url: str, project: str) -> dict[str, str]:
+    """The sandbox container's environment: ``pods.env`` and the worker's settings. Claude on Vertex
+    AI uses the region the spec names (``env={"CLOUD_ML_REGION": ...}``), else the worker's
+    default ``global`` (what Claude's Vertex AI docs use) — never the deploy's ``location``, which
+    is where the registry and cluster are, not where the model is served."""
     for name, hint in _RESERVED.items():
         if name in pods.env:
             raise UsageError(f"PodOptions.env must not set {name}: {hint}")
-    return {**pods.env, ENV_STORE: store_url, ENV_VERTEX_PROJECT: project, ENV_VERTEX_REGION: location}
+    env = {**pods.env, ENV_STORE: store_url, ENV_VERTEX_PROJECT: project}
+    region = spec.env.get(VERTEX_REGION_VARIABLE, "").strip()
+    if region:
+        env[ENV_VERTEX_REGION] = region
+    return env
 
 
 def _pool_size(warm_pool: bool | int) -> int:
@@ -132,9 +140,7 @@ def deploy(
         raise UsageError(
             "deploy(store=) takes the store's URL (gs://bucket/prefix), which the sandboxes open"
         )
-    pods = dataclasses.replace(
-        pods, env=pod_env(pods, store_url=store_url, project=project, location=location)
-    )
+    pods = dataclasses.replace(pods, env=pod_env(spec, pods, store_url=store_url, project=project))
     connection = connect(target, project=project, location=location, caller="sandbox.deploy()")
     kube = Kube(connection.api_client, target.namespace)
     show.step("cluster", f"{connection.source} ({kube.server}), namespace {kube.namespace}")
