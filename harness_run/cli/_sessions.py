@@ -63,7 +63,7 @@ def _history(args: argparse.Namespace) -> int:
         )
     turns = store.list_turns(args.session_id)
     if args.json:
-        events = store.read_events(args.session_id) if args.events else []
+        events: list[dict[str, Any]] = store.read_events(args.session_id) if args.events else []
         print(
             json.dumps(
                 {

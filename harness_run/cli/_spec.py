@@ -57,10 +57,10 @@ def register(sub: Any) -> None:
     comp.add_argument("--pool-size", type=int, default=1, metavar="N", help="warm pool replicas")
     comp.add_argument("--namespace", default="default", help="namespace of the manifests")
     comp.add_argument(
-        "--image-repository",
+        "--registry",
         default=None,
-        metavar="REPO",
-        help="image repository (default: harness-run/<name>)",
+        metavar="PREFIX",
+        help="where the image goes: it is tagged PREFIX/<name>:<digest> (default: harness-run)",
     )
     comp.set_defaults(func=_compile)
 
@@ -95,18 +95,20 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from harness_run.compiler import DEFAULT_BASE_IMAGE, compile
+    from harness_run.compiler import DEFAULT_BASE_IMAGE, ImageOptions, PodOptions, compile
 
     spec = _load(args.spec)
     started = time.perf_counter()
+    image = ImageOptions(
+        base_image=args.base_image or DEFAULT_BASE_IMAGE, ca_files=args.ca_file, registry=args.registry
+    )
+    runtime_class = None if args.runtime_class.lower() == "none" else args.runtime_class
     plan = compile(
         spec,
-        base_image=args.base_image or DEFAULT_BASE_IMAGE,
-        ca_files=args.ca_file,
-        runtime_class=None if args.runtime_class.lower() == "none" else args.runtime_class,
+        image=image,
+        pods=PodOptions(runtime_class=runtime_class),
         pool_size=args.pool_size,
         namespace=args.namespace,
-        image_repository=args.image_repository,
         base_dir=args.spec.resolve().parent,
     )
     plan.write(args.out)

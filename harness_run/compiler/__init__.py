@@ -1,12 +1,13 @@
 """The compiler: ``AgentSpec`` -> image build context + Kubernetes manifests + content digest.
 
-``compile(spec)`` is pure and fast apart from staging skills; ``build_image(plan)`` (docker SDK,
-imported lazily) builds the context on a Docker engine.
+``compile(spec, image=ImageOptions(...), pods=PodOptions(...))`` is pure and fast apart from staging
+skills; ``build_image(plan)`` (docker SDK, imported lazily) builds the context on a Docker engine.
 """
 
 from harness_run.compiler._compile import compile
 from harness_run.compiler._docker import build_image
 from harness_run.compiler._manifests import engine_labels, versioned_name
+from harness_run.compiler._options import ImageOptions, PodOptions
 from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan
 from harness_run.compiler._skills import PinnedSkill, StagedFile, stage_skills
 from harness_run.vocab.pins import BUILDER_VERSION, DEFAULT_BASE_IMAGE
@@ -17,7 +18,9 @@ __all__ = [
     "DEFAULT_BASE_IMAGE",
     "SHORT_DIGEST_LEN",
     "BuildPlan",
+    "ImageOptions",
     "PinnedSkill",
+    "PodOptions",
     "StagedFile",
     # build
     "build_image",

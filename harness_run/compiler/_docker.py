@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from harness_run.errors import BuildError
 
@@ -72,7 +72,7 @@ def build_image(
 
 def _handle(chunk: dict[str, Any], tail: deque[str], progress: Callable[[str], None] | None) -> str | None:
     if "error" in chunk or "errorDetail" in chunk:
-        detail = chunk.get("errorDetail") or {}
+        detail = _mapping(chunk.get("errorDetail"))
         message = str(chunk.get("error") or detail.get("message") or chunk)
         tail.append(message)
         raise BuildError(_failure("docker build failed", tail))
@@ -82,10 +82,13 @@ def _handle(chunk: dict[str, Any], tail: deque[str], progress: Callable[[str], N
             tail.append(line)
             if progress is not None:
                 progress(line)
-    aux = chunk.get("aux")
-    if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
-        return str(aux["ID"])  # type: ignore[index]
-    return None
+    image_id = _mapping(chunk.get("aux")).get("ID")
+    return image_id if isinstance(image_id, str) else None
+
+
+def _mapping(value: object) -> dict[str, object]:
+    """``value`` if it is a JSON object (the docker SDK's decoded stream is untyped), else ``{}``."""
+    return cast("dict[str, object]", value) if isinstance(value, dict) else {}
 
 
 def _failure(message: str, tail: deque[str]) -> str:

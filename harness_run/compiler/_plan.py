@@ -6,10 +6,10 @@ import hashlib
 import io
 import shutil
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, cast
 
 from harness_run.compiler._context import DIGEST_ARG, GENERATED
 from harness_run.compiler._skills import PinnedSkill
@@ -20,6 +20,21 @@ __all__ = ["SHORT_DIGEST_LEN", "BuildPlan", "context_digest"]
 SHORT_DIGEST_LEN: Final = 12
 FILE_MODE: Final = 0o644
 EXEC_MODE: Final = 0o755
+
+
+class _YamlDumpAll(Protocol):
+    """``yaml.safe_dump_all`` as used here (the stubs' ``width`` type does not resolve)."""
+
+    def safe_dump_all(
+        self,
+        documents: Iterable[object],
+        *,
+        sort_keys: bool,
+        explicit_start: bool,
+        default_flow_style: bool,
+        allow_unicode: bool,
+        width: int,
+    ) -> str: ...
 
 
 def context_digest(builder_version: str, files: Mapping[str, bytes], executables: frozenset[str]) -> str:
@@ -79,7 +94,7 @@ class BuildPlan:
         """All manifests as one multi-document YAML stream (sorted keys, stable)."""
         import yaml
 
-        return yaml.safe_dump_all(
+        return cast("_YamlDumpAll", yaml).safe_dump_all(
             list(self.manifests),
             sort_keys=True,
             explicit_start=True,

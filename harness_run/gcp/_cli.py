@@ -136,7 +136,13 @@ def _apply(steps: Sequence[Step], values: dict[str, str], out: TextIO, summary: 
 
 def _summary(options: SetupOptions, values: dict[str, str]) -> str:
     del values
+    target = (
+        f"cluster={options.cluster!r}"
+        if options.namespace == "default"
+        else f"cluster=ClusterTarget(name={options.cluster!r}, namespace={options.namespace!r})"
+    )
     return (
         f"sandbox.deploy(spec, project={options.project!r}, location={options.location!r}) pushes to "
-        f"{options.registry} and keeps history in gs://{options.bucket_name}"
+        f"{options.registry} and keeps history in gs://{options.bucket_name}; add {target} to name "
+        "the cluster instead of using the current kubectl context"
     )

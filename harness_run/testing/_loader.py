@@ -189,7 +189,7 @@ def _part(ctx: _Ctx, where: str, key: str, value: Any) -> Reply:
     _check_keys(ctx, where, v, required=("name",), optional=("input",))
     if not isinstance(v["name"], str) or not v["name"]:
         ctx.fail(f"{where}.name", "expected a non-empty string")
-    tool_input = v.get("input") or {}
+    tool_input: object = v.get("input") or {}
     if not isinstance(tool_input, Mapping):
         ctx.fail(f"{where}.input", "expected a mapping of tool arguments")
     return Reply.tool_call(v["name"], cast(Mapping[str, Any], tool_input))

@@ -100,7 +100,8 @@ class RecordedRequest:
     @property
     def json(self) -> dict[str, Any]:
         """The parsed JSON body, or ``{}`` when there was none (or it was not an object)."""
-        return cast(dict[str, Any], self.body) if isinstance(self.body, dict) else {}
+        body: object = self.body
+        return cast(dict[str, Any], body) if isinstance(body, dict) else {}
 
     @property
     def model(self) -> str | None:

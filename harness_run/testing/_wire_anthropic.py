@@ -57,6 +57,7 @@ def anthropic_json(reply: Reply, outs: list[Out], model: str) -> dict[str, Any]:
 
 def _block_events(index: int, block: dict[str, Any]) -> list[bytes]:
     kind = block["type"]
+    start: dict[str, Any]
     if kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": c} for c in chunks(block["thinking"])]
@@ -82,7 +83,12 @@ def anthropic_stream(reply: Reply, outs: list[Out], model: str) -> list[bytes]:
     """The SSE events of one streamed answer. For ``drop()`` only the first events (the server then
     cuts the connection): ``message_start`` and, with partial text, that block's start and delta."""
     message = anthropic_json(reply, outs, model)
-    start_msg = {**message, "content": [], "stop_reason": None, "usage": _usage(reply.usage, output=1)}
+    start_msg: dict[str, Any] = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": _usage(reply.usage, output=1),
+    }
     events = [sse({"type": "message_start", "message": start_msg}, "message_start")]
     if reply.drop_connection:
         for index, block in enumerate(message["content"]):

@@ -96,11 +96,13 @@ def responses_json(reply: Reply, outs: list[Out], model: str) -> dict[str, Any]:
 def _item_events(index: int, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(event type, payload) pairs between ``output_item.added`` and ``output_item.done`` inclusive."""
     kind = item["type"]
-    ref = {"item_id": item["id"], "output_index": index}
+    ref: dict[str, Any] = {"item_id": item["id"], "output_index": index}
+    added: dict[str, Any]
+    body: list[tuple[str, dict[str, Any]]]
     if kind == "message":
         text = item["content"][0]["text"]
         added = {**item, "status": "in_progress", "content": []}
-        part = {"type": "output_text", "text": "", "annotations": []}
+        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
         body = [("response.content_part.added", {**ref, "content_index": 0, "part": part})]
         body += [
             ("response.output_text.delta", {**ref, "content_index": 0, "delta": c}) for c in chunks(text)
@@ -137,7 +139,7 @@ def _item_events(index: int, item: dict[str, Any]) -> list[tuple[str, dict[str, 
 def responses_stream(reply: Reply, outs: list[Out], model: str) -> list[bytes]:
     """The SSE events of one streamed Responses answer (truncated after the first delta for ``drop()``)."""
     response = responses_json(reply, outs, model)
-    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    pending: dict[str, Any] = {**response, "status": "in_progress", "output": [], "usage": None}
     pairs: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": pending}),
         ("response.in_progress", {"response": pending}),

@@ -9,8 +9,8 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, cast
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -95,18 +95,22 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(500, "internal", f"the worker failed: {message}")
 
 
+def _json_object(value: object) -> dict[str, object]:
+    """``value`` if it is a JSON object (aiohttp's ``json()`` is untyped), else ``{}``."""
+    return cast("dict[str, object]", value) if isinstance(value, dict) else {}
+
+
 async def _body[M: BaseModel](request: web.Request, model: type[M]) -> M:
     try:
-        data = await request.json()
+        data: object = await request.json()
     except (ValueError, UnicodeDecodeError):
         raise web.HTTPBadRequest(
             text=ErrorBody(error="bad_request", message="the body is not JSON").model_dump_json(),
             content_type="application/json",
         ) from None
-    if isinstance(data, dict):
-        secrets = data.get("secrets")  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(secrets, dict):
-            request[_SECRETS] = [str(v) for v in secrets.values() if isinstance(v, str)]  # pyright: ignore[reportUnknownVariableType]
+    secrets = _json_object(_json_object(data).get("secrets"))
+    if secrets:
+        request[_SECRETS] = [v for v in secrets.values() if isinstance(v, str)]
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -220,8 +224,9 @@ async def _turn_events(state: TurnState, after: int) -> AsyncIterator[AgentEvent
     finally:
         if pending is not None:
             pending.cancel()
-        with contextlib.suppress(Exception):
-            await stream.aclose()  # pyright: ignore[reportAttributeAccessIssue]
+        if isinstance(stream, AsyncGenerator):
+            with contextlib.suppress(Exception):
+                await stream.aclose()
 
 
 # --- app and server -----------------------------------------------------------------------------

@@ -223,7 +223,13 @@ class Worker:
         spec = effective_spec(engine.spec, session.config, turn_config)
         secrets = dict(request.secrets)
         secrets.update(
-            vertex_env(self.env, harness=spec.harness, secrets=secrets, model_base_url=spec.model_base_url)
+            vertex_env(
+                self.env,
+                harness=spec.harness,
+                secrets=secrets,
+                model_base_url=spec.model_base_url,
+                spec_env=spec.env,
+            )
         )
         run = session.run(request.prompt, secrets=secrets, config=turn_config)  # checks secrets, config
         return TurnState(turn_id=request.turn_id, session=session, run=run, secrets=secret_values(secrets))

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness_run import AgentSpec
-from harness_run.compiler import BuildPlan, compile
+from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, compile
 from harness_run.errors import BuildError, SpecError, UsageError
 from harness_run.harness._files import opencode_files
 from harness_run.vocab import pins
@@ -151,14 +151,14 @@ def test_skill_content_library_version_and_ca_change_digest(
     assert after_version != after_mode
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
-    with_ca = compile(representative_spec(), base_dir=base, ca_files=[ca])
+    with_ca = compile(representative_spec(), base_dir=base, image=ImageOptions(ca_files=[ca]))
     assert with_ca.digest != after_version
     assert "COPY ca/ /usr/local/share/ca-certificates/harness-run/" in with_ca.dockerfile
     assert base_image_digest(base, "other/base:1") != after_version
 
 
 def base_image_digest(base: Path, image: str) -> str:
-    return compile(representative_spec(), base_dir=base, base_image=image).digest
+    return compile(representative_spec(), base_dir=base, image=ImageOptions(base_image=image)).digest
 
 
 def test_runtime_only_parameters_keep_the_digest(skill_dir: Path) -> None:
@@ -167,17 +167,18 @@ def test_runtime_only_parameters_keep_the_digest(skill_dir: Path) -> None:
     other = compile(
         representative_spec(),
         base_dir=base,
-        runtime_class=None,
         pool_size=5,
         namespace="agents",
-        build_network="host",
-        image_repository="127.0.0.1:5000/agents/golden",
-        pod_env={"HARNESS_RUN_STORE": "gs://bucket/hr", "HARNESS_RUN_VERTEX_PROJECT": "p"},
-        gcp_service_account="agents@my-project.iam.gserviceaccount.com",
+        image=ImageOptions(build_network="host", registry="127.0.0.1:5000/agents/"),
+        pods=PodOptions(
+            runtime_class=None,
+            env={"HARNESS_RUN_STORE": "gs://bucket/hr", "HARNESS_RUN_VERTEX_PROJECT": "p"},
+            gcp_service_account="agents@my-project.iam.gserviceaccount.com",
+        ),
     )
     assert other.digest == plan.digest
     assert other.files == plan.files
-    assert other.image == f"127.0.0.1:5000/agents/golden:{plan.short}"
+    assert other.image == f"127.0.0.1:5000/agents/golden-agent:{plan.short}"
     assert other.network_mode == "host"
 
 
@@ -280,21 +281,41 @@ def test_bad_parameters(skill_dir: Path, tmp_path: Path) -> None:
     base = skill_dir.parent.parent
     with pytest.raises(UsageError, match="pool_size"):
         compile(representative_spec(), base_dir=base, pool_size=-1)
+    with pytest.raises(UsageError, match="not a Kubernetes namespace name"):
+        compile(representative_spec(), base_dir=base, namespace="Agents_1")
     with pytest.raises(UsageError, match="cannot read CA file"):
-        compile(representative_spec(), base_dir=base, ca_files=[tmp_path / "missing.pem"])
+        compile(representative_spec(), base_dir=base, image=ImageOptions(ca_files=[tmp_path / "missing.pem"]))
     (tmp_path / "not.pem").write_text("hello")
     with pytest.raises(UsageError, match="no PEM certificate"):
-        compile(representative_spec(), base_dir=base, ca_files=[tmp_path / "not.pem"])
-    with pytest.raises(UsageError, match=r"pod_env\['GH_TOKEN'\] looks like a credential"):
-        compile(representative_spec(), base_dir=base, pod_env={"GH_TOKEN": "x"})
+        compile(representative_spec(), base_dir=base, image=ImageOptions(ca_files=[tmp_path / "not.pem"]))
+
+
+def test_option_objects_check_their_values(tmp_path: Path) -> None:
+    """Bad options fail where they are written (frozen, checked when made), naming the field."""
+    with pytest.raises(UsageError, match=r"PodOptions\.env\['GH_TOKEN'\] looks like a credential"):
+        PodOptions(env={"GH_TOKEN": "x"})
     with pytest.raises(UsageError, match="looks like a credential"):
-        compile(
-            representative_spec(), base_dir=base, pod_env={"SETTING": "sk-ant-api03-abcdefghijklmnopqrstuv"}
-        )
+        PodOptions(env={"SETTING": "sk-ant-api03-abcdefghijklmnopqrstuv"})
     with pytest.raises(UsageError, match="not an environment variable name"):
-        compile(representative_spec(), base_dir=base, pod_env={"1BAD": "x"})
+        PodOptions(env={"1BAD": "x"})
     with pytest.raises(UsageError, match="not a Google service account email"):
-        compile(representative_spec(), base_dir=base, gcp_service_account="agents")
+        PodOptions(gcp_service_account="agents")
+    with pytest.raises(UsageError, match="base_image must name an image"):
+        ImageOptions(base_image=" ")
+    with pytest.raises(UsageError, match="takes a list of PEM files"):
+        ImageOptions(ca_files=str(tmp_path / "ca.pem"))
+    with pytest.raises(UsageError, match="not an image repository prefix"):
+        ImageOptions(registry="https://registry.example.com")
+    options = ImageOptions(ca_files=[tmp_path / "ca.pem"], registry="127.0.0.1:5000/agents/")
+    assert options.ca_files == (tmp_path / "ca.pem",)  # a list becomes a tuple: the object is frozen
+    assert options.repository("golden") == "127.0.0.1:5000/agents/golden"
+    assert ImageOptions().repository("golden") == "harness-run/golden"
+    env = PodOptions(env={"B": "2", "A": "1"}).env
+    assert list(env) == ["A", "B"]
+    with pytest.raises(TypeError):
+        env["C"] = "3"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        options.registry = "elsewhere"  # type: ignore[misc]
 
 
 # --- hygiene ----------------------------------------------------------------------------------------

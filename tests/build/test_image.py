@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import BuildPlan, build_image, compile
+from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, build_image, compile
 
 pytestmark = [
     pytest.mark.docker,
@@ -69,7 +69,10 @@ def built(docker_client: Any, base_image: str, tmp_path_factory: pytest.TempPath
     (base / "skills" / "hello").mkdir(parents=True)
     (base / "skills" / "hello" / "SKILL.md").write_text("---\nname: hello\n---\nSay hello.\n")
     plan = compile(
-        _spec(), base_image=base_image, ca_files=[ca], build_network="host", base_dir=base, runtime_class=None
+        _spec(),
+        image=ImageOptions(base_image=base_image, ca_files=[ca], build_network="host"),
+        pods=PodOptions(runtime_class=None),
+        base_dir=base,
     )
     start = time.perf_counter()
     image_id = build_image(plan, client=docker_client)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness_run.compiler import BuildPlan, compile
+from harness_run.compiler import BuildPlan, PodOptions, compile
 from harness_run.vocab import k8s
 
 from .conftest import CRDS_DIR, representative_spec
@@ -82,9 +82,13 @@ def _plan(tmp_path: Path, **overrides: Any) -> BuildPlan:
     skill = tmp_path / "skills" / "triage"
     skill.mkdir(parents=True, exist_ok=True)
     (skill / "SKILL.md").write_text("x\n")
-    names = ("runtime_class", "pool_size", "namespace", "pod_env", "gcp_service_account")
-    params = {k: overrides.pop(k) for k in names if k in overrides}
-    return compile(representative_spec(**overrides), base_dir=tmp_path, **params)
+    params = {k: overrides.pop(k) for k in ("pool_size", "namespace") if k in overrides}
+    pods = PodOptions(
+        runtime_class=overrides.pop("runtime_class", "gvisor"),
+        env=overrides.pop("pod_env", {}),
+        gcp_service_account=overrides.pop("gcp_service_account", None),
+    )
+    return compile(representative_spec(**overrides), base_dir=tmp_path, pods=pods, **params)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import compile
+from harness_run.compiler import PodOptions, compile
 from harness_run.vocab import k8s
 
 from .conftest import (
@@ -186,7 +186,7 @@ def test_a_compiled_template_runs_with_its_pod_settings(
     """The compiler's real SandboxTemplate (non-root user, dropped capabilities, limits, workspace
     volume, downward-API volume, probe on the named port) with the echo worker as its command."""
     spec = AgentSpec.from_dict({"name": "compiled", "harness": "claude-code", "model": "claude-sonnet-4-6"})
-    plan = compile(spec, base_dir=tmp_path, pool_size=1, runtime_class=None)
+    plan = compile(spec, base_dir=tmp_path, pool_size=1, pods=PodOptions(runtime_class=None))
     manifests = {m["kind"]: copy.deepcopy(m) for m in plan.manifests}
     container = manifests["SandboxTemplate"]["spec"]["podTemplate"]["spec"]["containers"][0]
     container["image"] = base_image

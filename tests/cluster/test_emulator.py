@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import compile
+from harness_run.compiler import PodOptions, compile
 from harness_run.vocab import k8s
 
 from .conftest import G, V, claim, echo_template, warm_pool
@@ -56,8 +56,10 @@ def test_every_compiled_manifest_applies_and_validates(cluster: Any, tmp_path: P
         _spec(network),
         base_dir=tmp_path,
         pool_size=2,
-        pod_env={"HARNESS_RUN_STORE": "gs://bucket/hr"},
-        gcp_service_account="agent@project.iam.gserviceaccount.com",
+        pods=PodOptions(
+            env={"HARNESS_RUN_STORE": "gs://bucket/hr"},
+            gcp_service_account="agent@project.iam.gserviceaccount.com",
+        ),
     )
     kinds = []
     for manifest in plan.manifests:

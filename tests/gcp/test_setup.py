@@ -120,6 +120,7 @@ def test_fresh_project_is_set_up_once_then_left_alone(cloud: dict[str, str]) -> 
     applied = _setup(cloud, "--yes")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "ready: sandbox.deploy(spec, project='my-project', location='us-central1')" in applied.stdout
+    assert "add cluster='harness-run' to name the cluster" in applied.stdout
     changes = _changes(_log(cloud))
     assert any("clusters create harness-run" in c for c in changes)
     assert any("node-pools create agent-sandbox-pool" in c for c in changes)

@@ -18,7 +18,10 @@ def _engine(store_url: str, kubeconfig: str):  # type: ignore[no-untyped-def]
     os.environ["KUBECONFIG"] = kubeconfig
     from harness_run import sandbox
 
-    return sandbox.get_engine("sbx", project="test-project", location="us-central1", store=store_url)
+    # the cluster by name, as application code names it: its context comes from KUBECONFIG
+    return sandbox.get_engine(
+        "sbx", project="test-project", location="us-central1", cluster="hr-test", store=store_url
+    )
 
 
 async def attach(store_url: str, kubeconfig: str, session_id: str) -> None:

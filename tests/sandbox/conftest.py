@@ -26,6 +26,8 @@ API_KEY = "scripted-dummy-key"
 PROJECT = "test-project"
 LOCATION = "us-central1"
 CANARY = "canary-sandbox-7f3a9c21e5"
+CLUSTER = "hr-test"
+GKE_CONTEXT = f"gke_{PROJECT}_{LOCATION}_{CLUSTER}"
 
 # Prompts are matched by substring; every reply after a tool result is the closing text.
 RULES = [
@@ -67,30 +69,57 @@ class Deployed:
     def secrets(self, **extra: str) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY, **extra}
 
-    def get_engine(self, **kwargs: Any) -> Any:
+    def get_engine(self, *, version: str | None = None, **claims: Any) -> Any:
+        """The engine as an application looks it up; ``claims``: :class:`ClaimOptions` fields."""
         from harness_run import sandbox
 
-        kwargs.setdefault("api_client", self.cluster.api_client())
-        return sandbox.get_engine("sbx", project=PROJECT, location=LOCATION, store=self.store_url, **kwargs)
+        return sandbox.get_engine(
+            "sbx",
+            project=PROJECT,
+            location=LOCATION,
+            version=version,
+            cluster=sandbox.ClusterTarget(api_client=self.cluster.api_client()),
+            claims=sandbox.ClaimOptions(**claims),
+            store=self.store_url,
+        )
 
-    def deploy(self, spec_: AgentSpec | None = None, **kwargs: Any) -> Any:
+    def deploy(self, spec_: AgentSpec | None = None, *, progress: bool = False, **claims: Any) -> Any:
         from harness_run import sandbox
 
-        kwargs.setdefault("api_client", self.cluster.api_client())
-        kwargs.setdefault("progress", False)
         return sandbox.deploy(
             spec_ or spec(),
             project=PROJECT,
             location=LOCATION,
-            registry=f"{self.registry}/hr-test",
+            cluster=sandbox.ClusterTarget(api_client=self.cluster.api_client()),
+            image=sandbox.ImageOptions(
+                base_image=self.base_image,
+                ca_files=self.ca_files,
+                build_network="host",
+                registry=f"{self.registry}/hr-test",
+            ),
+            pods=sandbox.PodOptions(runtime_class=None),
+            claims=sandbox.ClaimOptions(**claims),
             store=self.store_url,
             docker_client=self.docker_client,
-            base_image=self.base_image,
-            network_mode="host",
-            ca_files=self.ca_files,
-            runtime_class=None,
-            **kwargs,
+            progress=progress,
         )
+
+
+def write_kubeconfig(path: Path, server: str, contexts: list[str], *, current: str | None = None) -> Path:
+    """A kubeconfig whose ``contexts`` (and their cluster entries, named alike) all reach ``server``."""
+    import yaml
+
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": server}} for c in contexts],
+        "users": [{"name": "tester", "user": {"token": "test-token"}}],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": "tester"}} for c in contexts],
+    }
+    if current is not None:
+        doc["current-context"] = current
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +152,11 @@ def deployed(
             cluster, docker_client, extra_env=dict(fake_gcs.env), labels=docker_labels
         )
         try:
-            kubeconfig = cluster.kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+            # a kubeconfig as `gcloud container clusters get-credentials` names it (other processes
+            # look the engine up through it, by cluster name)
+            kubeconfig = write_kubeconfig(
+                tmp_path_factory.mktemp("kube") / "config", cluster.url, [GKE_CONTEXT], current=GKE_CONTEXT
+            )
             d = Deployed(
                 engine=None,
                 cluster=cluster,

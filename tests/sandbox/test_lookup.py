@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import compile
+from harness_run.compiler import ImageOptions, PodOptions, compile
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.runtime.sandbox._claims import ClaimPool, claim_ready, worker_address
 from harness_run.runtime.sandbox._kube import Kube
@@ -56,7 +56,7 @@ def test_get_engine_finds_sandbox_versions_only(tmp_path: Path, cluster: Any) ->
         "project": "p",
         "location": "l",
         "store": store,
-        "api_client": cluster.api_client(),
+        "cluster": sandbox.ClusterTarget(api_client=cluster.api_client()),
     }
     with pytest.raises(
         UsageError, match=r"no engine 'lookup' .*deploy it first with harness_run\.sandbox\.deploy"
@@ -78,14 +78,19 @@ def test_delete_version_removes_its_objects_and_record(tmp_path: Path, cluster: 
     from harness_run import sandbox
 
     kube = Kube(cluster.api_client(), "default")
-    plans = [compile(SPEC, runtime_class=None), compile(SPEC, runtime_class=None, base_image="other:1")]
+    pods = PodOptions(runtime_class=None)
+    plans = [compile(SPEC, pods=pods), compile(SPEC, pods=pods, image=ImageOptions(base_image="other:1"))]
     store = SqliteStore(tmp_path)
     for i, plan in enumerate(plans):
         for obj in plan.manifests:
             kube.apply(obj)
         store.put_engine(_record(plan.digest, float(i)))
     engine = sandbox.get_engine(
-        "lookup", project="p", location="l", store=store, api_client=cluster.api_client()
+        "lookup",
+        project="p",
+        location="l",
+        store=store,
+        cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
     )
     engine.delete_version(plans[0].digest[:10])
     assert [v.version for v in engine.versions()] == [plans[1].digest]

@@ -67,6 +67,7 @@ def test_deploy_applies_valid_objects_and_records_the_engine(deployed: Deployed)
     env = {e["name"]: e.get("value") for e in pod["containers"][0].get("env", [])}
     assert env["HARNESS_RUN_STORE"] == deployed.store_url
     assert env["HARNESS_RUN_VERTEX_PROJECT"] == PROJECT
+    assert "HARNESS_RUN_VERTEX_REGION" not in env  # the spec names none: the worker uses "global"
     assert kube.get(k8s.SANDBOX_WARM_POOL, eng.pool) is not None
 
 
@@ -101,7 +102,7 @@ def test_get_engine_errors_name_what_to_deploy(deployed: Deployed) -> None:
             project=PROJECT,
             location=LOCATION,
             store=deployed.store_url,
-            api_client=deployed.cluster.api_client(),
+            cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
         )
     with pytest.raises(UsageError, match="version 'ffff'"):
         deployed.get_engine(version="ffff")

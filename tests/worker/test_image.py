@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.compiler import build_image, compile
+from harness_run.compiler import ImageOptions, PodOptions, build_image, compile
 from harness_run.runtime.remote import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
 
@@ -48,7 +48,10 @@ def image(docker_client: Any, base_image: str, tmp_path_factory: pytest.TempPath
     (base / "skills" / "hello").mkdir(parents=True)
     (base / "skills" / "hello" / "SKILL.md").write_text("---\nname: hello\n---\nSay hello.\n")
     plan = compile(
-        SPEC, base_image=base_image, ca_files=[ca], build_network="host", runtime_class=None, base_dir=base
+        SPEC,
+        image=ImageOptions(base_image=base_image, ca_files=[ca], build_network="host"),
+        pods=PodOptions(runtime_class=None),
+        base_dir=base,
     )
     started = time.perf_counter()
     build_image(plan, client=docker_client)

@@ -31,6 +31,17 @@ def test_vertex_mode_from_the_pod_env() -> None:
     assert vertex_env({**POD, "HARNESS_RUN_VERTEX_REGION": " "}, harness="claude-code", secrets={}) == VERTEX
 
 
+def test_the_region_is_global_unless_the_spec_names_one() -> None:
+    """Claude's Vertex AI docs use ``global``; the deploy location (where the cluster runs) is not
+    a model region. The spec's ``env["CLOUD_ML_REGION"]`` names one, ahead of the pod's setting."""
+    assert vertex_env(POD, harness="claude-code", secrets={}, spec_env={})["CLOUD_ML_REGION"] == "global"
+    named = {"CLOUD_ML_REGION": "us-east5"}
+    assert vertex_env(POD, harness="claude-code", secrets={}, spec_env=named)["CLOUD_ML_REGION"] == "us-east5"
+    regional_pod = {**POD, "HARNESS_RUN_VERTEX_REGION": "europe-west1"}
+    env = vertex_env(regional_pod, harness="claude-code", secrets={}, spec_env=named)
+    assert env["CLOUD_ML_REGION"] == "us-east5"
+
+
 @pytest.mark.parametrize(
     ("pod", "harness", "secrets", "base_url"),
     [

@@ -104,14 +104,13 @@ def deploy_container(
 ) -> ContainerEngine:
     """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
     workdir's store and return the engine."""
-    from harness_run.compiler import build_image, compile
+    from harness_run.compiler import ImageOptions, PodOptions, build_image, compile
 
     if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
     client = docker_client(docker_client_)
-    plan = compile(
-        spec, base_image=base_image, ca_files=ca_files, build_network=network_mode, runtime_class=None
-    )
+    image = ImageOptions(base_image=base_image, ca_files=ca_files, build_network=network_mode)
+    plan = compile(spec, image=image, pods=PodOptions(runtime_class=None))
     if not _image_exists(client, plan.image):
         build_image(plan, client=client, progress=progress)
     store = share_store(workdir)

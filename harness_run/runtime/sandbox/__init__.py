@@ -6,7 +6,18 @@ engine version; ``get_engine`` looks one up; its sessions claim warm sandboxes t
 imported only when an engine is deployed or looked up. Users call the facade :mod:`harness_run.sandbox`.
 """
 
+from harness_run.compiler import ImageOptions, PodOptions
 from harness_run.runtime.sandbox._deploy import delete_version, deploy, get_engine
 from harness_run.runtime.sandbox._engine import SandboxEngine
+from harness_run.runtime.sandbox._options import ClaimOptions, ClusterTarget
 
-__all__ = ["SandboxEngine", "delete_version", "deploy", "get_engine"]
+__all__ = [
+    "ClaimOptions",
+    "ClusterTarget",
+    "ImageOptions",
+    "PodOptions",
+    "SandboxEngine",
+    "delete_version",
+    "deploy",
+    "get_engine",
+]

@@ -19,11 +19,12 @@ import secrets
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import cast
 
 from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.remote import Claim, HeldClaims
-from harness_run.runtime.sandbox._kube import Kube, Obj
+from harness_run.runtime.sandbox._kube import Kube, Obj, get_list, get_map, get_str
 from harness_run.vocab import k8s
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
@@ -36,28 +37,26 @@ ROUTER_HEADER = "X-Sandbox-ID"
 def claim_ready(obj: Obj | None) -> bool:
     if obj is None:
         return True  # deleted: stop watching (the caller sees None)
-    status = obj.get("status") or {}
     ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        get_str(c, "type") == "Ready" and get_str(c, "status") == "True"
+        for c in get_list(obj, "status", "conditions")
     )
-    return ready and bool((status.get("sandbox") or {}).get("name"))
+    return ready and bool(get_str(obj, "status", "sandbox", "name"))
 
 
 def worker_address(claim: Obj, sandbox: Obj | None) -> str:
     """``http://<pod IP>:<port>`` from the claim's status (else the Sandbox's) and the port annotation."""
-    status = claim.get("status") or {}
-    ips = list((status.get("sandbox") or {}).get("podIPs") or [])
-    box_meta = (sandbox or {}).get("metadata") or {}
+    ips = _strings(get_map(claim, "status", "sandbox").get("podIPs"))
     if not ips:
-        ips = list(((sandbox or {}).get("status") or {}).get("podIPs") or [])
+        ips = _strings(get_map(sandbox, "status").get("podIPs"))
     if not ips:
         raise InfrastructureError(
-            f"sandbox claim {claim['metadata']['name']} is Ready but reports no pod IP; "
+            f"sandbox claim {get_str(claim, 'metadata', 'name')} is Ready but reports no pod IP; "
             "the Agent Sandbox controller may be too old (needs status.sandbox.podIPs)",
             retryable=True,
         )
-    port = (box_meta.get("annotations") or {}).get(k8s.ANNOTATION_WORKER_PORT) or str(k8s.WORKER_PORT)
-    host = str(ips[0])
+    port = get_str(sandbox, "metadata", "annotations", k8s.ANNOTATION_WORKER_PORT) or str(k8s.WORKER_PORT)
+    host = ips[0]
     if ":" in host:  # IPv6
         host = f"[{host}]"
     return f"http://{host}:{int(port)}"
@@ -158,7 +157,7 @@ class ClaimPool(HeldClaims):
                 f"sandbox claim {name} on warm pool {self.pool} was deleted before it became Ready",
                 retryable=True,
             )
-        sandbox_name = str(obj["status"]["sandbox"]["name"])
+        sandbox_name = get_str(obj, "status", "sandbox", "name")
         try:
             sandbox = await asyncio.to_thread(self.kube.get, k8s.SANDBOX, sandbox_name)
             if self.router_url:
@@ -185,7 +184,7 @@ class ClaimPool(HeldClaims):
     async def session_claims(self, session_id: str) -> list[Obj]:
         """Every claim (of any process) labelled with this session, oldest first."""
         items = await asyncio.to_thread(self.kube.list, k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id})
-        return sorted(items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
+        return sorted(items, key=lambda o: get_str(o, "metadata", "creationTimestamp"))
 
     async def has_sandbox(self, session_id: str) -> bool:
         return bool(await self.session_claims(session_id))
@@ -194,7 +193,7 @@ class ClaimPool(HeldClaims):
         """Delete the session's claims (their client is gone: nobody else releases them)."""
         for obj in await self.session_claims(session_id):
             with contextlib.suppress(InfrastructureError):
-                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, obj["metadata"]["name"])
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, get_str(obj, "metadata", "name"))
 
     async def sandbox_gone(self, claim: Claim) -> str | None:
         """Why the claim's Sandbox is gone (deleted, or not Ready), else None."""
@@ -204,11 +203,16 @@ class ClaimPool(HeldClaims):
             return None  # the API server hiccuped; the event stream decides
         if obj is None:
             return "was deleted"
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Ready" and cond.get("status") != "True":
-                why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+        for cond in get_list(obj, "status", "conditions"):
+            if get_str(cond, "type") == "Ready" and get_str(cond, "status") != "True":
+                why = ": ".join(x for x in (get_str(cond, "reason"), get_str(cond, "message")) if x)
                 return f"stopped being Ready ({why or 'no reason given'})"
         return None
+
+
+def _strings(value: object) -> list[str]:
+    """The strings of a JSON list (``[]`` for anything else)."""
+    return [str(v) for v in cast("list[object]", value)] if isinstance(value, list) else []
 
 
 def _timestamp(epoch: float) -> str:

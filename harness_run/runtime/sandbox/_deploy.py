@@ -1,35 +1,43 @@
 """``deploy()`` (CI/ops: build, push, apply, wait for the pool, record) and ``get_engine()`` (lookup).
 
 Defaults for GCP: the image goes to Artifact Registry ``<location>-docker.pkg.dev/<project>/harness-run``
-(``HARNESS_RUN_REGISTRY`` or ``registry=`` override), history to ``gs://<project>-harness-run``
-(``HARNESS_RUN_STORE`` or ``store=``), the cluster from ``KUBECONFIG`` (or ``api_client=``).
+(``HARNESS_RUN_REGISTRY`` or ``ImageOptions(registry=)``), history to ``gs://<project>-harness-run``
+(``HARNESS_RUN_STORE`` or ``store=``), and the cluster is the kubeconfig context of ``cluster=``
+(``HARNESS_RUN_CLUSTER``), else the current one, checked against ``project``/``location``
+(:class:`~harness_run.runtime.sandbox._options.ClusterTarget`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from harness_run.compiler import BuildPlan, versioned_name
+from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
+from harness_run.runtime.sandbox._cluster import connect
 from harness_run.runtime.sandbox._engine import SandboxEngine
-from harness_run.runtime.sandbox._kube import Kube, load_api_client
+from harness_run.runtime.sandbox._kube import Kube, Obj, get_map, get_str
+from harness_run.runtime.sandbox._options import ClaimOptions, ClusterTarget
 from harness_run.runtime.sandbox._progress import Progress
 from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, open_store
 from harness_run.vocab import k8s
-from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
-__all__ = ["default_registry", "default_store_url", "delete_version", "deploy", "get_engine"]
+__all__ = ["default_registry", "default_store_url", "delete_version", "deploy", "get_engine", "pod_env"]
 
 ENV_REGISTRY = "HARNESS_RUN_REGISTRY"
 ENV_STORE = "HARNESS_RUN_STORE"
 ENV_VERTEX_PROJECT = "HARNESS_RUN_VERTEX_PROJECT"
 ENV_VERTEX_REGION = "HARNESS_RUN_VERTEX_REGION"
+VERTEX_REGION_VARIABLE = "CLOUD_ML_REGION"
+_RESERVED = {
+    ENV_STORE: "pass store= instead",
+    ENV_VERTEX_PROJECT: "it is the deploy's project=",
+    ENV_VERTEX_REGION: f"name the region in the spec: env={{{VERTEX_REGION_VARIABLE!r}: ...}}",
+}
 
 
 def default_registry(project: str, location: str) -> str:
@@ -38,6 +46,21 @@ def default_registry(project: str, location: str) -> str:
 
 def default_store_url(project: str) -> str:
     return os.environ.get(ENV_STORE) or f"gs://{project}-harness-run"
+
+
+def pod_env(spec: AgentSpec, pods: PodOptions, *, store_url: str, project: str) -> dict[str, str]:
+    """The sandbox container's environment: ``pods.env`` and the worker's settings. Claude on Vertex
+    AI uses the region the spec names (``env={"CLOUD_ML_REGION": ...}``), else the worker's
+    default ``global`` (what Claude's Vertex AI docs use) — never the deploy's ``location``, which
+    is where the registry and cluster are, not where the model is served."""
+    for name, hint in _RESERVED.items():
+        if name in pods.env:
+            raise UsageError(f"PodOptions.env must not set {name}: {hint}")
+    env = {**pods.env, ENV_STORE: store_url, ENV_VERTEX_PROJECT: project}
+    region = spec.env.get(VERTEX_REGION_VARIABLE, "").strip()
+    if region:
+        env[ENV_VERTEX_REGION] = region
+    return env
 
 
 def _pool_size(warm_pool: bool | int) -> int:
@@ -61,33 +84,43 @@ def deploy(
     project: str,
     location: str,
     warm_pool: bool | int = True,
-    namespace: str = "default",
-    registry: str | None = None,
+    cluster: str | ClusterTarget | None = None,
+    image: ImageOptions | None = None,
+    pods: PodOptions | None = None,
+    claims: ClaimOptions | None = None,
     store: str | None = None,
-    api_client: Any = None,
     docker_client: Any = None,
-    base_image: str = DEFAULT_BASE_IMAGE,
-    network_mode: str | None = None,
-    ca_files: Sequence[str | Path] = (),
-    runtime_class: str | None = "gvisor",
-    gcp_service_account: str | None = None,
-    idle_ttl: float = 60.0,
-    claim_timeout: float = 120.0,
     ready_timeout: float = 600.0,
-    router_url: str | None = None,
     progress: bool = True,
 ) -> SandboxEngine:
     """Build, push and deploy ``spec`` as an engine version on Agent Sandbox; return the engine.
 
-    Steps (each printed unless ``progress=False``): compile; build the image and push it to the
-    registry, unless an image with this digest is already there (then nothing is built or
-    pushed); apply the ServiceAccount, egress policies, SandboxTemplate and SandboxWarmPool
-    (created, or merge-patched when they exist); wait until the pool's sandboxes are Ready; write
-    the engine record to the history store. Secrets are never part of any of it: they come with
-    each run. ``warm_pool``: True (one ready sandbox), False (none: every turn cold-starts) or a
-    number. The pods reach GCS and Vertex AI as their Kubernetes ServiceAccount through Workload
-    Identity Federation (what ``harness-run-gcp-setup`` grants the namespace); pass
-    ``gcp_service_account`` to have them act as a Google service account instead.
+    Steps (each printed unless ``progress=False``): pick the cluster; compile; build the image and
+    push it to the registry, unless an image with this digest is already there (then nothing is
+    built or pushed); apply the ServiceAccount, egress policies, SandboxTemplate and
+    SandboxWarmPool (created, or merge-patched when they exist); wait until the pool's sandboxes
+    are Ready; write the engine record to the history store. Secrets are never part of any of it:
+    they come with each run.
+
+    - ``project``, ``location``: the GCP project and region (``us-central1``) of the registry,
+      the history bucket and the cluster.
+    - ``warm_pool``: True (one ready sandbox), False (none: every turn cold-starts) or a number.
+    - ``cluster``: the GKE cluster's name, or a :class:`ClusterTarget` (context, kubeconfig,
+      namespace, api_client). Default: ``$HARNESS_RUN_CLUSTER``, else the current kubeconfig
+      context; either way a context of a GKE cluster in another project or location is refused.
+    - ``image``: :class:`~harness_run.compiler.ImageOptions` (base image, CA files, build network,
+      registry; default registry ``$HARNESS_RUN_REGISTRY``, else
+      ``<location>-docker.pkg.dev/<project>/harness-run``).
+    - ``pods``: :class:`~harness_run.compiler.PodOptions` (runtime class, default ``gvisor``;
+      a Google service account; extra non-secret env). The pods reach GCS and Vertex AI as their
+      Kubernetes ServiceAccount through Workload Identity Federation (what
+      ``harness-run-gcp-setup`` grants the namespace), or as ``gcp_service_account`` when given.
+    - ``claims``: :class:`ClaimOptions` of the returned engine (idle TTL, claim timeout, router).
+    - ``store``: the history store's URL (default ``$HARNESS_RUN_STORE``, else
+      ``gs://<project>-harness-run``); the sandboxes open it too.
+    - ``docker_client``: the ``docker.DockerClient`` that builds and pushes (default: from the
+      environment, ``DOCKER_HOST``).
+    - ``ready_timeout``: seconds to wait for the warm pool to be Ready.
     """
     from harness_run.compiler import compile
 
@@ -97,25 +130,21 @@ def deploy(
         raise UsageError("sandbox.deploy() needs project= and location= (e.g. 'my-project', 'us-central1')")
     show = Progress(progress)
     pool_size = _pool_size(warm_pool)
-    repo = (registry or default_registry(project, location)).rstrip("/")
+    target = ClusterTarget.of(cluster)
+    image = image if image is not None else ImageOptions()
+    image = dataclasses.replace(image, registry=image.registry or default_registry(project, location))
+    pods = pods if pods is not None else PodOptions()
+    claims = claims if claims is not None else ClaimOptions()
     history, store_url = _open(store, project)
     if store_url is None:
         raise UsageError(
             "deploy(store=) takes the store's URL (gs://bucket/prefix), which the sandboxes open"
         )
-    kube = Kube(load_api_client(api_client), namespace)
-    plan = compile(
-        spec,
-        base_image=base_image,
-        ca_files=ca_files,
-        build_network=network_mode,
-        runtime_class=runtime_class,
-        image_repository=f"{repo}/{spec.name}",
-        namespace=namespace,
-        pool_size=pool_size,
-        pod_env={ENV_STORE: store_url, ENV_VERTEX_PROJECT: project, ENV_VERTEX_REGION: location},
-        gcp_service_account=gcp_service_account,
-    )
+    pods = dataclasses.replace(pods, env=pod_env(spec, pods, store_url=store_url, project=project))
+    connection = connect(target, project=project, location=location, caller="sandbox.deploy()")
+    kube = Kube(connection.api_client, target.namespace)
+    show.step("cluster", f"{connection.source} ({kube.server}), namespace {kube.namespace}")
+    plan = compile(spec, image=image, pods=pods, namespace=target.namespace, pool_size=pool_size)
     show.step("compile", f"{spec.name} version {plan.short} ({len(plan.files)} files)")
     _image(plan, docker_client, show)
     for obj in plan.manifests:
@@ -139,14 +168,7 @@ def deploy(
     )
     history.put_engine(record)
     show.step("done", f"engine {spec.name} version {plan.short} (image {plan.image})")
-    return SandboxEngine(
-        record,
-        store=history,
-        kube=kube,
-        idle_ttl=idle_ttl,
-        claim_timeout=claim_timeout,
-        router_url=router_url,
-    )
+    return SandboxEngine(record, store=history, kube=kube, options=claims)
 
 
 # --- image -----------------------------------------------------------------------------------------
@@ -208,10 +230,10 @@ def _push(client: Any, image: str) -> None:
 
     repository, _, tag = image.rpartition(":")
     try:
-        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
-            if isinstance(chunk, dict) and ("error" in chunk or "errorDetail" in chunk):
-                detail = chunk.get("errorDetail") or {}
-                message = str(chunk.get("error") or detail.get("message") or chunk)
+        for item in client.api.push(repository, tag=tag, stream=True, decode=True):
+            chunk = get_map({"chunk": item}, "chunk")
+            if "error" in chunk or "errorDetail" in chunk:
+                message = get_str(chunk, "error") or get_str(chunk, "errorDetail", "message") or str(chunk)
                 raise BuildError(
                     f"pushing {image} failed: {message}; check the registry and its credentials "
                     "(`gcloud auth configure-docker <location>-docker.pkg.dev`)",
@@ -225,9 +247,8 @@ def _push(client: Any, image: str) -> None:
 
 
 def _wait_pool(kube: Kube, pool: str, replicas: int, timeout: float) -> None:
-    def ready(obj: dict[str, Any] | None) -> bool:
-        status = (obj or {}).get("status") or {}
-        return obj is None or int(status.get("readyReplicas") or 0) >= replicas
+    def ready(obj: Obj | None) -> bool:
+        return obj is None or int(get_str(obj, "status", "readyReplicas") or 0) >= replicas
 
     try:
         obj = kube.wait_for(k8s.SANDBOX_WARM_POOL, pool, ready, timeout)
@@ -251,19 +272,22 @@ def get_engine(
     project: str,
     location: str,
     version: str | None = None,
+    cluster: str | ClusterTarget | None = None,
+    claims: ClaimOptions | None = None,
     store: str | HistoryStore | None = None,
-    namespace: str = "default",
-    api_client: Any = None,
-    idle_ttl: float = 60.0,
-    claim_timeout: float = 120.0,
-    router_url: str | None = None,
 ) -> SandboxEngine:
     """The deployed engine ``name`` (its latest version, or ``version``: a digest or a prefix of it).
 
-    Only looks up (never deploys). ``location`` names the region of the default registry/store.
+    Only looks up (never deploys): reads the engine record from the history store (``store``,
+    default ``$HARNESS_RUN_STORE``, else ``gs://<project>-harness-run``). ``cluster`` is the same
+    as :func:`deploy`'s and ``claims`` are :class:`ClaimOptions`. The cluster is reached only when
+    a turn first claims a sandbox (or a version is deleted): ``versions()``, ``list_sessions()``
+    and ``get_session(id).history()`` need no kubeconfig. The kubeconfig context is chosen and
+    checked against ``project``/``location`` then.
     """
     if not project or not location:
         raise UsageError("sandbox.get_engine() needs project= and location=")
+    target = ClusterTarget.of(cluster)
     history, url = _open(store, project)
     record = find_version(history, name, version)
     if record is None:
@@ -274,12 +298,9 @@ def get_engine(
             f"{known or 'none'}); deploy it first with harness_run.sandbox.deploy(spec, project={project!r}, "
             f"location={location!r})"
         )
-    kube = Kube(load_api_client(api_client), namespace)
-    return SandboxEngine(
-        record,
-        store=history,
-        kube=kube,
-        idle_ttl=idle_ttl,
-        claim_timeout=claim_timeout,
-        router_url=router_url,
-    )
+
+    def connect_now() -> Any:
+        return connect(target, project=project, location=location, caller="sandbox.get_engine()").api_client
+
+    kube = Kube(target.api_client, target.namespace, connect=connect_now)
+    return SandboxEngine(record, store=history, kube=kube, options=claims or ClaimOptions())

@@ -11,6 +11,7 @@ from harness_run.compiler import SHORT_DIGEST_LEN, versioned_name
 from harness_run.runtime.remote import WorkerEngine
 from harness_run.runtime.sandbox._claims import ClaimPool
 from harness_run.runtime.sandbox._kube import Kube
+from harness_run.runtime.sandbox._options import ClaimOptions
 from harness_run.runtime.sandbox._versions import delete_version
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore
@@ -19,7 +20,8 @@ __all__ = ["SandboxEngine"]
 
 
 class SandboxEngine(WorkerEngine):
-    """An engine version deployed on Kubernetes Agent Sandbox (see :func:`harness_run.sandbox.deploy`)."""
+    """An engine version deployed on Kubernetes Agent Sandbox (see :func:`harness_run.sandbox.deploy`);
+    its sessions claim sandboxes as ``options`` (:class:`ClaimOptions`) say."""
 
     runtime = "sandbox"
     claims: ClaimPool
@@ -30,10 +32,9 @@ class SandboxEngine(WorkerEngine):
         *,
         store: HistoryStore,
         kube: Kube,
-        idle_ttl: float = 60.0,
-        claim_timeout: float = 120.0,
-        router_url: str | None = None,
+        options: ClaimOptions | None = None,
     ) -> None:
+        options = options if options is not None else ClaimOptions()
         short = record.version[:SHORT_DIGEST_LEN]
         self.kube = kube
         self.template = versioned_name(record.name, short)
@@ -43,10 +44,10 @@ class SandboxEngine(WorkerEngine):
             engine=record.name,
             short=short,
             pool=self.pool,
-            idle_ttl=idle_ttl,
-            claim_timeout=claim_timeout,
+            idle_ttl=options.idle_ttl,
+            claim_timeout=options.claim_timeout,
             lease=AgentSpec.from_dict(record.spec).timeout,
-            router_url=router_url,
+            router_url=options.router_url,
         )
         super().__init__(record, store=store, claims=claims)
 

@@ -1,7 +1,9 @@
 """A thin, typed layer over the official ``kubernetes`` client (imported lazily).
 
-Every call is blocking (the client is synchronous); the async runtime calls these in threads.
-Objects are plain dicts (manifests as the compiler makes them); errors become
+Every call is blocking (the client is synchronous); the async runtime calls these in threads. The
+client is made on first use (``connect``), so an engine that only reads history never needs a
+cluster. Objects are plain dicts (manifests as the compiler makes them), read with the typed
+helpers :func:`get_map`, :func:`get_list` and :func:`get_str`; errors become
 :class:`~harness_run.errors.InfrastructureError` with the object named, or :class:`KubeStatus`
 where the caller decides (404, 409, 422).
 """
@@ -9,15 +11,14 @@ where the caller decides (404, 409, 422).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, cast
 
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.vocab import k8s
 
-__all__ = ["Kube", "KubeStatus", "load_api_client"]
+__all__ = ["Kube", "KubeStatus", "get_list", "get_map", "get_str"]
 
 Obj = dict[str, Any]
 _KINDS: dict[str, k8s.Kind] = {
@@ -42,28 +43,6 @@ class KubeStatus(InfrastructureError):
         super().__init__(message, retryable=status >= 500 or status == 429)
 
 
-def load_api_client(api_client: Any = None) -> Any:
-    """``api_client`` as given, else one from ``$KUBECONFIG`` / ``~/.kube/config`` / in-cluster."""
-    if api_client is not None:
-        return api_client
-    try:
-        from kubernetes import client, config
-    except ImportError:
-        raise UsageError(
-            "the sandbox runtime needs the kubernetes client: pip install 'harness-run[sandbox]'"
-        ) from None
-    try:
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-            config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
-    except Exception as exc:
-        raise UsageError(
-            f"no Kubernetes cluster configured ({exc}); set KUBECONFIG (e.g. after "
-            "`gcloud container clusters get-credentials CLUSTER`) or pass api_client="
-        ) from None
-
-
 def kind_of(obj: Mapping[str, Any]) -> k8s.Kind:
     kind = _KINDS.get(str(obj.get("kind")))
     if kind is None:
@@ -77,17 +56,63 @@ def _path(kind: k8s.Kind, namespace: str, name: str | None = None) -> str:
     return f"{path}/{name}" if name else path
 
 
-class Kube:
-    """One namespace of one cluster, through ``kubernetes.client.ApiClient``."""
+def get_map(obj: Mapping[str, Any] | None, *path: str) -> Obj:
+    """The mapping at ``path`` in ``obj`` (``{}`` where anything on the way is missing or not a mapping)."""
+    current: object = obj
+    for key in path:
+        current = cast("Mapping[str, object]", current).get(key) if isinstance(current, Mapping) else None
+    return cast("Obj", current) if isinstance(current, dict) else {}
 
-    def __init__(self, api_client: Any, namespace: str) -> None:
-        self.api = api_client
+
+def get_list(obj: Mapping[str, Any] | None, *path: str) -> list[Obj]:
+    """The mappings in the list at ``path`` in ``obj`` (non-mapping entries skipped)."""
+    parent = get_map(obj, *path[:-1]) if path else {}
+    value: object = parent.get(path[-1]) if path else None
+    if not isinstance(value, list):
+        return []
+    return [cast("Obj", v) for v in cast("list[object]", value) if isinstance(v, dict)]
+
+
+def get_str(obj: Mapping[str, Any] | None, *path: str) -> str:
+    """The scalar at ``path`` in ``obj`` as a string (``""`` when missing or None)."""
+    value: object = get_map(obj, *path[:-1]).get(path[-1]) if path else None
+    return "" if value is None or isinstance(value, dict | list) else str(value)
+
+
+class Kube:
+    """One namespace of one cluster, through ``kubernetes.client.ApiClient``.
+
+    Give a client, or ``connect`` (called once, on the first request) to make one.
+    """
+
+    def __init__(
+        self, api_client: Any = None, namespace: str = "default", *, connect: Callable[[], Any] | None = None
+    ) -> None:
+        if api_client is None and connect is None:
+            raise TypeError("Kube needs an api_client or a connect function")
+        self._api: Any = api_client
+        self._connect = connect
         self.namespace = namespace
         self._lock = threading.Lock()
 
     @property
+    def api(self) -> Any:
+        """The ``kubernetes.client.ApiClient`` (made now if this is the first use)."""
+        if self._api is None:
+            with self._lock:
+                if self._api is None and self._connect is not None:
+                    self._api = self._connect()
+        return self._api
+
+    @property
+    def connected(self) -> bool:
+        return self._api is not None
+
+    @property
     def server(self) -> str:
-        return str(getattr(self.api.configuration, "host", "?"))
+        if self._api is None:
+            return "?"
+        return str(getattr(self._api.configuration, "host", "?"))
 
     def _request(
         self,
@@ -102,8 +127,9 @@ class Kube:
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        api = self.api  # connects on first use; its errors (no kubeconfig, wrong cluster) pass as they are
         try:
-            params = self.api.param_serialize(
+            params = api.param_serialize(
                 method=method,
                 resource_path=path,
                 query_params=query or [],
@@ -111,22 +137,24 @@ class Kube:
                 body=body,
                 auth_settings=["BearerToken"],
             )
-            resp = self.api.call_api(*params, _request_timeout=timeout)
+            resp = api.call_api(*params, _request_timeout=timeout)
             resp.read()
         except ApiException as exc:
-            raise KubeStatus(
-                f"{method} {path}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)
-            ) from None
+            status = int(getattr(exc, "status", None) or 0)
+            reason = str(getattr(exc, "reason", None) or "")
+            raise KubeStatus(f"{method} {path}: HTTP {status} {reason}", status) from None
         except Exception as exc:
             raise InfrastructureError(
                 f"the Kubernetes API at {self.server} is unreachable ({type(exc).__name__}: {exc}); "
                 "check KUBECONFIG and the cluster",
                 retryable=True,
             ) from None
-        text = resp.data.decode(errors="replace") if resp.data else ""
-        if not 200 <= resp.status <= 299:
-            raise KubeStatus(f"{method} {path}: HTTP {resp.status}: {_status_message(text)}", resp.status)
-        return json.loads(text) if text else {}
+        data: bytes | None = resp.data
+        status = int(resp.status)
+        body_text = data.decode(errors="replace") if data else ""
+        if not 200 <= status <= 299:
+            raise KubeStatus(f"{method} {path}: HTTP {status}: {_status_message(body_text)}", status)
+        return cast("Obj", json.loads(body_text)) if body_text else {}
 
     # --- objects ---------------------------------------------------------------------------------
 
@@ -184,13 +212,12 @@ class Kube:
     def list(self, kind: k8s.Kind, labels: Mapping[str, str] | None = None) -> list[Obj]:
         query = [("labelSelector", _selector(labels))] if labels else []
         data = self._request("GET", _path(kind, self.namespace), query=query)
-        items = data.get("items") or []
         wanted = dict(labels or {})
         # filter again: not every API server (or emulator) honours label selectors
         return [
             i
-            for i in items
-            if all(((i.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+            for i in get_list(data, "items")
+            if all(get_map(i, "metadata", "labels").get(k) == v for k, v in wanted.items())
         ]
 
     def wait_for(
@@ -216,7 +243,7 @@ class Kube:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
                 raise TimeoutError(name)
-            version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+            version = get_str(obj, "metadata", "resourceVersion")
             for event_type, item in self._watch(kind, name, version, min(left, 30)):
                 obj = None if event_type == "DELETED" else item
                 if ready(obj) or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
@@ -229,7 +256,7 @@ class Kube:
     ) -> Iterator[tuple[str, Obj]]:
         from kubernetes import client, watch
 
-        api = client.CustomObjectsApi(self.api)
+        api: Any = client.CustomObjectsApi(self.api)  # the SDK is untyped: Any at this boundary
         kwargs: dict[str, Any] = {
             "field_selector": f"metadata.name={name}",
             "timeout_seconds": max(1, int(timeout)),
@@ -237,9 +264,9 @@ class Kube:
         }
         if version:
             kwargs["resource_version"] = str(version)
-        w = watch.Watch()
+        w = cast("_Watch", watch.Watch())
         try:
-            stream: Iterator[Any] = w.stream(
+            stream = w.stream(
                 api.list_namespaced_custom_object,
                 kind.group,
                 kind.version,
@@ -250,17 +277,22 @@ class Kube:
             for event in stream:
                 if not isinstance(event, dict):
                     continue
-                raw = event.get("raw_object") or event.get("object")
-                if not isinstance(raw, dict):
-                    continue
-                item: Obj = raw  # pyright: ignore[reportUnknownVariableType]
-                if (item.get("metadata") or {}).get("name") != name:
-                    continue  # an API server that ignores field selectors
-                yield str(event.get("type")), item
+                raw = get_map(cast("Obj", event), "raw_object") or get_map(cast("Obj", event), "object")
+                if get_str(raw, "metadata", "name") != name:
+                    continue  # an API server that ignores field selectors (or a non-object event)
+                yield get_str(cast("Obj", event), "type"), raw
         except Exception:
             return  # the caller re-reads and watches again
         finally:
             w.stop()
+
+
+class _Watch(Protocol):
+    """What is used of ``kubernetes.watch.Watch`` (untyped upstream)."""
+
+    def stream(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[object]: ...
+
+    def stop(self) -> None: ...
 
 
 def _selector(labels: Mapping[str, str]) -> str:
@@ -272,9 +304,8 @@ def _status_message(text: str) -> str:
         data = json.loads(text)
     except ValueError:
         return text[:300]
-    if isinstance(data, dict) and "message" in data:
-        return str(data["message"])[:1000]  # pyright: ignore[reportUnknownArgumentType]
-    return text[:300]
+    message = get_str(cast("Obj", data), "message") if isinstance(data, dict) else ""
+    return message[:1000] if message else text[:300]
 
 
 def _named(exc: KubeStatus, kind: k8s.Kind, name: str) -> KubeStatus:
