@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from harness_run.errors import StoreError, UsageError
+from harness_run.events import AgentEvent
+from harness_run.store._common import load_record
 
 __all__ = ["Conflict", "GcsObjects"]
 
@@ -70,7 +72,7 @@ class GcsObjects:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._indexed: set[str] = set()
-        self._written: dict[tuple[str, int], dict[str, list[tuple[int, dict[str, Any]]]]] = {}
+        self._written: dict[tuple[str, int], dict[str, list[tuple[int, AgentEvent]]]] = {}
         self._bucket_seen = False
 
     def __repr__(self) -> str:
@@ -199,13 +201,8 @@ class GcsObjects:
         self._executor().submit(fn)
 
     def _load(self, model: type[_M], data: bytes, name: str) -> _M:
-        try:
-            return model.model_validate_json(data)
-        except ValidationError as exc:
-            raise StoreError(
-                f"{self._where(name)} is corrupt ({exc.error_count()} problems, first: "
-                f"{exc.errors()[0]['msg']}); nothing was changed — restore or delete that object"
-            ) from None
+        what = f"the stored {model.__name__} {self._where(name)}"
+        return load_record(model, data, what, "restore or delete that object")
 
     def _get_record(self, model: type[_M], name: str) -> _M | None:
         got = self._read(name)

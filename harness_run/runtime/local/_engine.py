@@ -258,11 +258,10 @@ class LocalEngine:
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
         )
-        events = [e.model_dump(mode="json") for e in run.events[run.flushed :]]
-        await asyncio.to_thread(self._persist, session.record, turn, events)
+        await asyncio.to_thread(self._persist, session.record, turn, run.events[run.flushed :])
         return result
 
-    def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[dict[str, Any]]) -> None:
+    def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
         self.store.put_turn(turn)
         self.store.put_session(record)
