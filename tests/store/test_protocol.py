@@ -206,6 +206,35 @@ _READS: dict[str, Callable[[HistoryStore], object]] = {
 }
 
 
+_BAD_FIELDS = {  # a stored record that is JSON, but not a valid record: field -> a refused value
+    "session": ("status", "paused"),
+    "engine": ("runtime", "moon"),
+    "turn": ("prompt", None),
+}
+
+
+@pytest.mark.parametrize("what", list(_BAD_FIELDS))
+def test_a_record_with_a_bad_field_is_a_store_error_naming_record_and_field(
+    backend: Backend, store: HistoryStore, what: str
+) -> None:
+    store.put_engine(EngineRecord(name="eng", version="v1", spec={}, created_at=1.0))
+    store.put_session(session_record())
+    store.put_turn(TurnRecord(session_id="s1", turn=1, prompt="p", started_at=1.0))
+    field, value = _BAD_FIELDS[what]
+    [stored] = backend.read_raw(what)
+    broken = json.dumps({**json.loads(stored), field: value}).encode()
+    backend.write_raw(what, broken)
+
+    with pytest.raises(StoreError) as caught:
+        _READS[what](store)
+    message = str(caught.value)
+    assert f"is corrupt ({field}: " in message
+    assert ("s1" if what != "engine" else "eng") in message  # names the record …
+    assert "nothing was changed" in message
+    assert "pydantic" not in message and "Traceback" not in message  # … in our words
+    assert backend.read_raw(what) == [broken]  # left as found
+
+
 def test_a_stored_event_that_is_not_an_event_is_a_store_error(backend: Backend, store: HistoryStore) -> None:
     store.append_events("s1", 1, [ev(1, 0, "x")])
     bad = {"type": "message", "seq": 0}  # no text

@@ -160,8 +160,7 @@ class LocalEngine:
             run.emit(redact_event(event, forms))
 
         started = time.monotonic()
-        record = session.record
-        record.status = "running"
+        record = session.record = session.record.model_copy(update={"status": "running"})
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
         driver = get_driver(spec.harness)
         paths = self._workspaces.paths(session.session_id)
@@ -323,7 +322,7 @@ class LocalEngine:
             lambda _s, d: emit(SetupEvent(step=d)),
             driver.skills_dir(paths.workspace, paths.home),
         )
-        record.workspace_ready = True
+        session.record = session.record.model_copy(update={"workspace_ready": True})
 
     async def _restore_native(self, session: Session, driver: HarnessDriver, ctx: TurnContext) -> None:
         snap = session.record.snapshot
