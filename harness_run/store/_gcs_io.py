@@ -8,13 +8,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from harness_run.errors import StoreError, UsageError
 from harness_run.events import AgentEvent
 from harness_run.store._common import load_record
+
+if TYPE_CHECKING:
+    from google.cloud import storage
 
 __all__ = ["Conflict", "GcsObjects"]
 
@@ -35,7 +38,7 @@ class GcsObjects:
         prefix: str = "",
         *,
         project: str | None = None,
-        client: Any = None,
+        client: storage.Client | None = None,
         retry_timeout: float = 60.0,
         retry_delay: float = 1.0,
         request_timeout: float = 30.0,
@@ -67,8 +70,8 @@ class GcsObjects:
                     "run `gcloud auth application-default login`, use Workload Identity on GKE, or set "
                     "STORAGE_EMULATOR_HOST for an emulator"
                 ) from None
-        self._client: Any = client
-        self._bucket: Any = client.bucket(bucket)
+        self._client: storage.Client = client
+        self._bucket: storage.Bucket = client.bucket(bucket)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._indexed: set[str] = set()
@@ -171,8 +174,8 @@ class GcsObjects:
                 "create it or fix the store URL"
             ) from None
 
-    def _list(self, prefix: str) -> list[Any]:
-        def listing() -> list[Any]:
+    def _list(self, prefix: str) -> list[storage.Blob]:
+        def listing() -> list[storage.Blob]:
             return list(
                 self._client.list_blobs(self._bucket, prefix=prefix, retry=self._retry, timeout=self._timeout)
             )
