@@ -34,7 +34,7 @@ def budget_problem(spec: AgentSpec, harness: str) -> tuple[str, str] | None:
     return (
         "max_budget_usd",
         f"{harness} reports no cost for {spec.model!r} and harness-run's price table has no price "
-        "for it, so a budget cannot be enforced (add the model to harness_run/runtime/_pricing.py "
+        "for it, so a budget cannot be enforced (add the model to harness_run/vocab/pricing.py "
         "or drop max_budget_usd)",
     )
 
