@@ -3,22 +3,18 @@
 ``async for event in run:`` yields :data:`AgentEvent`: a union of small frozen models,
 discriminated by ``type``. In the order a turn usually produces them:
 
-================  ====================  ===========================================================
-``type``          class                 what happened
-================  ====================  ===========================================================
-``user``          :class:`UserEvent`    the turn's prompt, or a message steered into the running turn
-``setup``         :class:`SetupEvent`   a workspace step before the harness starts (clone, skills …)
-``started``       :class:`StartedEvent` the harness is up: its model, tools, MCP servers, session id
-``message``       :class:`MessageEvent` assistant text
-``thinking``      :class:`ThinkingEvent`  reasoning text, where the harness shows it
-``tool_use``      :class:`ToolUseEvent`   the agent calls a tool
-``tool_result``   :class:`ToolResultEvent`  what the tool returned
-``retry``         :class:`RetryEvent`   a model request failed and the harness tries again
-``warning``       :class:`WarningEvent` the harness reported a problem; the turn goes on
-``cost_unknown``  :class:`CostUnknownEvent`  no price for the model: ``cost_usd`` will be None
-``error``         :class:`ErrorEvent`   the model API or the harness failed
-``result``        :class:`ResultEvent`  always the last event of a turn: its :class:`RunResult`
-================  ====================  ===========================================================
+- ``user`` (:class:`UserEvent`): the turn's prompt, or a message steered into the running turn;
+- ``setup`` (:class:`SetupEvent`): a workspace step before the harness starts (clone, skills …);
+- ``started`` (:class:`StartedEvent`): the harness is up — its model, tools, MCP servers, session id;
+- ``message`` (:class:`MessageEvent`): assistant text;
+- ``thinking`` (:class:`ThinkingEvent`): reasoning text, where the harness shows it;
+- ``tool_use`` (:class:`ToolUseEvent`): the agent calls a tool;
+- ``tool_result`` (:class:`ToolResultEvent`): what the tool returned;
+- ``retry`` (:class:`RetryEvent`): a model request failed and the harness tries again;
+- ``warning`` (:class:`WarningEvent`): the harness reported a problem; the turn goes on;
+- ``cost_unknown`` (:class:`CostUnknownEvent`): no price for the model, ``cost_usd`` will be None;
+- ``error`` (:class:`ErrorEvent`): the model API or the harness failed;
+- ``result`` (:class:`ResultEvent`): always the last event of a turn, with its :class:`RunResult`.
 
 ``setup``, ``started``, ``retry``, ``warning`` and ``cost_unknown`` are notices about the run
 rather than the conversation; they share the base class :class:`StatusEvent`, so
@@ -185,7 +181,7 @@ class MessageEvent(_Event):
     type: Literal["message"] = "message"
     text: str
     message_id: str | None = None
-    """The harness's id of the model response this text belongs to."""
+    """The harness's id for this text (Claude Code: its model response; Codex, OpenCode: their item)."""
 
 
 class ThinkingEvent(_Event):
