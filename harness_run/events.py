@@ -353,7 +353,7 @@ def parse_event(data: Mapping[str, Any] | str | bytes) -> AgentEvent:
     JSON text. Raises pydantic's ``ValidationError`` for anything else."""
     if isinstance(data, str | bytes):
         return _adapter().validate_json(data)
-    return _adapter().validate_python(data)
+    return _adapter().validate_python(dict(data))
 
 
 # --- the stored form of earlier versions -----------------------------------------------------------
