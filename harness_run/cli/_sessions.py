@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness_run.cli._options import add_workdir
 from harness_run.errors import SessionNotFoundError
+
+if TYPE_CHECKING:
+    from harness_run.store import SqliteStore
 
 __all__ = ["register"]
 
@@ -28,7 +31,7 @@ def register(sub: Any) -> None:
     history.set_defaults(func=_history)
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> SqliteStore:
     from harness_run.runtime.local import default_workdir
     from harness_run.store import SqliteStore
 
@@ -53,7 +56,6 @@ def _sessions(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     from harness_run.cli._view import EventView, format_result
-    from harness_run.events import parse_event
 
     store = _store(args)
     record = store.get_session(args.session_id)
@@ -69,7 +71,7 @@ def _history(args: argparse.Namespace) -> int:
                 {
                     "session": record.model_dump(mode="json"),
                     "turns": [t.model_dump(mode="json") for t in turns],
-                    "events": events,
+                    "events": [e.model_dump(mode="json") for e in events],
                 },
                 indent=2,
             )
@@ -82,8 +84,8 @@ def _history(args: argparse.Namespace) -> int:
         config = json.dumps(turn.turn_config) if turn.turn_config else "-"
         print(f"    model {turn.settings.get('model')}  config {config}")
         if args.events:
-            for data in store.read_events(args.session_id, turn.turn):
-                view.event(parse_event(data))
+            for event in store.read_events(args.session_id, turn.turn):
+                view.event(event)
         if turn.result is not None:
             for key, value in format_result(turn.result):
                 print(f"    {key}: {value}")

@@ -33,9 +33,14 @@ def describe(event: AgentEvent) -> tuple[str, str] | None:
             return f"tool {event.name}", _short(str(args), 200)
         case "tool_result":
             return "error" if event.is_error else "output", _short(event.content or "(no output)")
-        case "status":
-            step = event.detail.get("step") or event.detail.get("model") or ""
-            return event.status, str(step)
+        case "setup":
+            return "setup", event.step
+        case "started":
+            return "started", f"{event.harness} {event.harness_version or ''}".strip() + f", {event.model}"
+        case "retry" | "warning":
+            return event.type, event.message
+        case "cost_unknown":
+            return "cost", event.message
         case "error":
             return "error", event.message
         case "result":

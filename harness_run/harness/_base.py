@@ -21,6 +21,9 @@ __all__ = [
     "TurnContext",
     "as_dict",
     "as_dicts",
+    "as_strs",
+    "opt_int",
+    "opt_str",
     "refuse",
 ]
 
@@ -34,6 +37,22 @@ def as_dicts(value: Any) -> list[dict[str, Any]]:
     """The JSON objects in ``value`` if it is a list, else ``[]``."""
     items = cast(list[Any], value) if isinstance(value, list) else []
     return [cast(dict[str, Any], v) for v in items if isinstance(v, dict)]
+
+
+def as_strs(value: Any) -> list[str]:
+    """The strings in ``value`` if it is a list, else ``[]``."""
+    items = cast(list[Any], value) if isinstance(value, list) else []
+    return [v for v in items if isinstance(v, str)]
+
+
+def opt_str(value: Any) -> str | None:
+    """``value`` if it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def opt_int(value: Any) -> int | None:
+    """``value`` as an int if it is a JSON number (not a bool), else None."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)

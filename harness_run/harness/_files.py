@@ -135,7 +135,7 @@ def codex_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> d
     sub-tables, as for MCP servers). Without it the output is what the image bakes in."""
     approval, sandbox = _CODEX_PERMISSIONS[spec.permission_mode]
     extra = dict(settings or {})
-    tables = {k: v for k, v in extra.items() if isinstance(v, dict)}
+    tables = {k: cast(dict[str, Any], v) for k, v in extra.items() if isinstance(v, dict)}
     lines = [
         f"# {GENERATED}",
         f"approval_policy = {_toml_str(approval)}",
@@ -210,7 +210,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return _toml_str(value)
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"  # type: ignore[misc]
+        return "[" + ", ".join(_toml_value(v) for v in cast(list[Any], value)) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
@@ -219,7 +219,7 @@ def _toml_table(name: str, table: dict[str, Any]) -> list[str]:
     subtables: list[tuple[str, dict[str, Any]]] = []
     for key, value in table.items():
         if isinstance(value, dict):
-            subtables.append((key, value))  # type: ignore[arg-type]
+            subtables.append((key, cast(dict[str, Any], value)))
         else:
             lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
     for key, sub in subtables:

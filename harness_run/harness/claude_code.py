@@ -10,21 +10,33 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
+    McpServerInfo,
     MessageEvent,
+    RetryEvent,
     RunResult,
-    StatusEvent,
+    StartedEvent,
     StopReason,
     ThinkingEvent,
     ToolResultEvent,
     ToolUseEvent,
     Usage,
 )
-from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, TurnContext
+from harness_run.harness._base import (
+    JsonLinesParser,
+    LaunchPlan,
+    LineParser,
+    TurnContext,
+    as_dict,
+    as_dicts,
+    as_strs,
+    opt_int,
+    opt_str,
+)
 from harness_run.harness._files import claude_files
 from harness_run.harness._locate import BinarySource
 from harness_run.spec import AgentSpec
@@ -32,7 +44,7 @@ from harness_run.spec import AgentSpec
 __all__ = ["ClaudeCodeDriver"]
 
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
-_STOP = {
+_STOP: dict[str, StopReason] = {
     "success": "completed",
     "error_max_turns": "max_turns",
     "error_max_budget_usd": "max_budget",
@@ -165,7 +177,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [str(item.get("text", "")) for item in content if isinstance(item, dict)]
+        parts = [str(item.get("text", "")) for item in as_dicts(content)]
         return "\n".join(p for p in parts if p)
     return "" if content is None else json.dumps(content)
 
@@ -174,17 +186,58 @@ def _model_usage(raw: Any) -> Usage:
     """The result's ``modelUsage`` (per model, camelCase) summed: Claude Code leaves ``usage`` at 0
     when it stops a turn for its budget, but still counts here."""
     total = Usage()
-    for entry in raw.values() if isinstance(raw, dict) else ():
-        if isinstance(entry, dict):
-            total += _usage(
-                {
-                    "input_tokens": entry.get("inputTokens"),
-                    "output_tokens": entry.get("outputTokens"),
-                    "cache_read_input_tokens": entry.get("cacheReadInputTokens"),
-                    "cache_creation_input_tokens": entry.get("cacheCreationInputTokens"),
-                }
-            )
+    for entry in as_dict(raw).values():
+        entry = as_dict(entry)
+        total += _usage(
+            {
+                "input_tokens": entry.get("inputTokens"),
+                "output_tokens": entry.get("outputTokens"),
+                "cache_read_input_tokens": entry.get("cacheReadInputTokens"),
+                "cache_creation_input_tokens": entry.get("cacheCreationInputTokens"),
+            }
+        )
     return total
+
+
+def _started(data: dict[str, Any], ctx: TurnContext) -> StartedEvent:
+    """The ``system``/``init`` line: what the CLI runs with."""
+    return StartedEvent(
+        harness=ClaudeCodeDriver.name,
+        model=opt_str(data.get("model")) or ctx.spec.model,
+        native_session_id=opt_str(data.get("session_id")) or ctx.session_id,
+        tools=_names(data.get("tools")),
+        mcp_servers=tuple(
+            McpServerInfo(name=str(s.get("name", "")), status=opt_str(s.get("status")))
+            for s in as_dicts(data.get("mcp_servers"))
+        ),
+        skills=_names(data.get("skills")),
+        harness_version=opt_str(data.get("claude_code_version")),
+        permission_mode=opt_str(data.get("permissionMode")),
+        raw=data,
+    )
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    return tuple(as_strs(value)) if isinstance(value, list) else None
+
+
+def _retry(data: dict[str, Any]) -> RetryEvent:
+    """The ``system``/``api_retry`` line: a failed model request that the CLI retries."""
+    attempt, limit = opt_int(data.get("attempt")), opt_int(data.get("max_retries"))
+    status = opt_int(data.get("error_status"))
+    delay = data.get("retry_delay_ms")
+    delay_s = delay / 1000 if isinstance(delay, int | float) and not isinstance(delay, bool) else None
+    what = str(data.get("error") or "request failed") + (f", HTTP {status}" if status else "")
+    when = f" in {delay_s:.1f} s" if delay_s is not None else ""
+    of = f" of {limit}" if limit is not None else ""
+    return RetryEvent(
+        message=f"the model API failed ({what}); retry {attempt or '?'}{of}{when}",
+        attempt=attempt,
+        max_attempts=limit,
+        delay_s=delay_s,
+        http_status=status,
+        raw=data,
+    )
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -225,47 +278,31 @@ class _ClaudeParser(JsonLinesParser):
             self._result = data
             return []
         if kind == "system" and data.get("subtype") == "init":
-            detail = {
-                k: data.get(k)
-                for k in (
-                    "model",
-                    "tools",
-                    "mcp_servers",
-                    "claude_code_version",
-                    "permissionMode",
-                    "session_id",
-                    "skills",
-                )
-            }
-            return [StatusEvent(status="started", detail=detail, raw=data)]
+            return [_started(data, self._ctx)]
         if kind == "system" and data.get("subtype") == "api_retry":
-            return [
-                StatusEvent(status="retry", detail={k: v for k, v in data.items() if k != "type"}, raw=data)
-            ]
+            return [_retry(data)]
         return []
 
     def _assistant(self, data: dict[str, Any]) -> list[AgentEvent]:
-        message = data.get("message") or {}
-        if isinstance(message.get("usage"), dict) and message.get("id"):
-            self._message_usage[str(message["id"])] = _usage(message["usage"])
+        message = as_dict(data.get("message"))
+        message_id = opt_str(message.get("id"))
+        if message_id is not None and isinstance(message.get("usage"), dict):
+            self._message_usage[message_id] = _usage(as_dict(message.get("usage")))
         events: list[AgentEvent] = []
-        for block in message.get("content") or []:
-            if not isinstance(block, dict):
-                continue
+        for block in as_dicts(message.get("content")):
             btype = block.get("type")
             if btype == "text":
                 text = str(block.get("text", ""))
                 self._texts.append(text)
-                events.append(MessageEvent(text=text, message_id=message.get("id"), raw=data))
+                events.append(MessageEvent(text=text, message_id=message_id, raw=data))
             elif btype == "thinking":
                 events.append(ThinkingEvent(text=str(block.get("thinking", "")), raw=data))
             elif btype == "tool_use":
-                tool_input = block.get("input")
                 events.append(
                     ToolUseEvent(
                         tool_use_id=str(block.get("id", "")),
                         name=str(block.get("name", "")),
-                        input=tool_input if isinstance(tool_input, dict) else {},
+                        input=as_dict(block.get("input")),
                         raw=data,
                     )
                 )
@@ -276,9 +313,7 @@ class _ClaudeParser(JsonLinesParser):
         return events
 
     def _user(self, data: dict[str, Any]) -> list[AgentEvent]:
-        content = (data.get("message") or {}).get("content")
-        if not isinstance(content, list):
-            return []
+        content = as_dict(data.get("message")).get("content")
         return [
             ToolResultEvent(
                 tool_use_id=str(block.get("tool_use_id", "")),
@@ -286,8 +321,8 @@ class _ClaudeParser(JsonLinesParser):
                 is_error=bool(block.get("is_error")),
                 raw=data,
             )
-            for block in content
-            if isinstance(block, dict) and block.get("type") == "tool_result"
+            for block in as_dicts(content)
+            if block.get("type") == "tool_result"
         ]
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
@@ -314,7 +349,7 @@ class _ClaudeParser(JsonLinesParser):
             )
         is_error = bool(data.get("is_error"))
         subtype = str(data.get("subtype", "success"))
-        stop: StopReason = _STOP.get(subtype, "error")  # type: ignore[assignment]
+        stop: StopReason = _STOP.get(subtype, "error")
         if is_error and stop == "completed":
             stop = "error"
         text = data.get("result")
@@ -322,7 +357,9 @@ class _ClaudeParser(JsonLinesParser):
         errors = data.get("errors")
         error = None
         if is_error or stop != "completed":
-            error = text or (" ".join(map(str, errors)) if isinstance(errors, list) else subtype)
+            error = text or (
+                " ".join(map(str, cast(list[Any], errors))) if isinstance(errors, list) else subtype
+            )
         cost = data.get("total_cost_usd")
         usage = _usage(data.get("usage"))
         if usage.total_tokens == 0:  # a budget stop: the totals are only in modelUsage (or per message)

@@ -30,19 +30,23 @@ are sent as ``<vendor>/<model>``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, cast
 
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
+    McpServerInfo,
     MessageEvent,
+    RetryEvent,
     RunResult,
-    StatusEvent,
+    StartedEvent,
     ThinkingEvent,
     ToolResultEvent,
     ToolUseEvent,
     Usage,
+    WarningEvent,
 )
 from harness_run.harness._base import (
     JsonLinesParser,
@@ -73,6 +77,7 @@ _SHELL_EXCLUDES = (
 """Optional (spec ``env``): request/stream retries of the endpoint provider (Codex's default: 4/5)."""
 _WEB_SEARCH = frozenset({"web_search", "WebSearch"})
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_RECONNECTING = re.compile(r"Reconnecting\.\.\.\s*(\d+)/(\d+)")
 _TOOL_ITEMS = frozenset({"command_execution", "mcp_tool_call", "file_change", "web_search"})
 _INSTALL_HINT = (
     'install it with `pip install "harness-run[local]"` (the openai-codex-cli-bin wheel ships the '
@@ -329,18 +334,20 @@ class _CodexParser(JsonLinesParser):
         kind = data.get("type")
         if kind == "thread.started":
             self._thread_id = str(data.get("thread_id") or self._thread_id or "")
-            detail = {
-                "thread_id": self._thread_id,
-                "model": self._ctx.spec.model,
-                "mcp_servers": [s.name for s in self._ctx.spec.mcp_servers],
-            }
-            events: list[AgentEvent] = [StatusEvent(status="started", detail=detail, raw=data)]
+            started = StartedEvent(
+                harness=CodexDriver.name,
+                model=self._ctx.spec.model,
+                native_session_id=self._thread_id or None,
+                mcp_servers=tuple(McpServerInfo(name=s.name) for s in self._ctx.spec.mcp_servers),
+                raw=data,
+            )
+            events: list[AgentEvent] = [started]
             if rates(self._ctx.spec.model) is None:
                 events.append(unknown_cost_event(self._ctx.spec.model, CodexDriver.name))
             return events
         if kind in ("item.started", "item.completed"):
             item = data.get("item")
-            return self._item(item, kind == "item.completed", data) if isinstance(item, dict) else []
+            return self._item(as_dict(item), kind == "item.completed", data) if isinstance(item, dict) else []
         if kind == "turn.completed":
             self._done = "completed"  # its usage is the thread's total: we sum the rollout's records
             return []
@@ -353,7 +360,7 @@ class _CodexParser(JsonLinesParser):
         if kind == "error":
             message = _error_text(data.get("message", ""))
             if message.startswith("Reconnecting..."):
-                return [StatusEvent(status="retry", detail={"message": message}, raw=data)]
+                return [_retry(message, data)]
             self._error = message
             return [ErrorEvent(message=message, raw=data)]
         return []
@@ -367,7 +374,7 @@ class _CodexParser(JsonLinesParser):
         if kind == "reasoning" and completed:
             return [ThinkingEvent(text=str(item.get("text", "")), raw=data)]
         if kind == "error" and completed:  # a warning (config, model metadata …); the turn goes on
-            return [StatusEvent(status="warning", detail={"message": str(item.get("message", ""))}, raw=data)]
+            return [WarningEvent(message=str(item.get("message", "")), raw=data)]
         if kind not in _TOOL_ITEMS:
             return []  # todo_list, collab_tool_call …
         events: list[AgentEvent] = []
@@ -428,6 +435,17 @@ class _CodexParser(JsonLinesParser):
                 error = f"the final answer is not the JSON the output schema asks for: {text[:200]!r}"
                 return RunResult(is_error=True, stop_reason="error", error=error, **base)
         return RunResult(structured_output=structured, **base)
+
+
+def _retry(message: str, data: dict[str, Any]) -> RetryEvent:
+    """``Reconnecting... 2/5 (stream disconnected …)``: Codex retries the model request."""
+    counts = _RECONNECTING.match(message)
+    return RetryEvent(
+        message=message,
+        attempt=int(counts[1]) if counts else None,
+        max_attempts=int(counts[2]) if counts else None,
+        raw=data,
+    )
 
 
 def _tool_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -40,9 +40,10 @@ from typing import Any
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
+    McpServerInfo,
     MessageEvent,
     RunResult,
-    StatusEvent,
+    StartedEvent,
     ThinkingEvent,
     ToolResultEvent,
     ToolUseEvent,
@@ -340,13 +341,15 @@ class _OpenCodeParser(JsonLinesParser):
             self._session_id = data["sessionID"]
             if not self._started:
                 self._started = True
-                detail = {
-                    "session_id": self._session_id,
-                    "model": self._ctx.spec.model,
-                    "mcp_servers": self._mcp,
-                    "ignored": self._ignored,
-                }
-                events.append(StatusEvent(status="started", detail=detail, raw=data))
+                started = StartedEvent(
+                    harness=OpenCodeDriver.name,
+                    model=self._ctx.spec.model,
+                    native_session_id=self._session_id,
+                    mcp_servers=tuple(McpServerInfo(name=name) for name in self._mcp),
+                    ignored=tuple(self._ignored),
+                    raw=data,
+                )
+                events.append(started)
         kind, part = data.get("type"), as_dict(data.get("part"))
         if kind == "step_start":
             self._step_texts = []

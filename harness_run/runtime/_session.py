@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness_run.errors import SessionBusyError, UsageError
-from harness_run.events import AgentEvent, RunResult, parse_event
+from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
 from harness_run.security import check_secrets, resolve_secrets
@@ -244,7 +244,7 @@ class Session:
 
     def events(self, turn: int | None = None) -> list[AgentEvent]:
         """The stored event log (all turns, or one)."""
-        return [parse_event(e) for e in self._backend.store.read_events(self.session_id, turn)]
+        return self._backend.store.read_events(self.session_id, turn)
 
     def __repr__(self) -> str:
         record = self.record

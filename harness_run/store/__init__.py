@@ -6,15 +6,24 @@ stays light.
 
 from harness_run.store._open import open_store
 from harness_run.store._protocol import HistoryStore, SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, SnapshotRef, TurnRecord
+from harness_run.store._records import (
+    EngineRecord,
+    EngineRuntime,
+    SessionRecord,
+    SessionStatus,
+    SnapshotRef,
+    TurnRecord,
+)
 from harness_run.store.gcs import GcsStore
 from harness_run.store.sqlite import SqliteStore
 
 __all__ = [
     "EngineRecord",
+    "EngineRuntime",
     "GcsStore",
     "HistoryStore",
     "SessionRecord",
+    "SessionStatus",
     "SessionUpdate",
     "SnapshotRef",
     "SqliteStore",

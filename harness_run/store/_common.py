@@ -1,14 +1,26 @@
-"""Pieces every history store shares: key checks, the session-busy error, event ordering."""
+"""Pieces every history store shares: key checks, the session-busy error, event ordering, and
+reading stored JSON back into typed records and events (a corrupt one is a clear ``StoreError``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness_run.errors import SessionBusyError, StoreError
+from pydantic import BaseModel, ValidationError
 
-__all__ = ["busy_error", "check_blob_key", "event_rows", "merge_events"]
+from harness_run.errors import SessionBusyError, StoreError
+from harness_run.events import EVENT_TYPES, AgentEvent, parse_event
+
+__all__ = [
+    "busy_error",
+    "check_blob_key",
+    "corrupt",
+    "event_rows",
+    "load_event",
+    "load_record",
+    "merge_events",
+]
 
 _BLOB_KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -26,22 +38,51 @@ def busy_error(session_id: str, turn: int) -> SessionBusyError:
     )
 
 
-def event_rows(events: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """``(seq, event)`` pairs, sorted by seq, first copy of each seq kept (no ``seq``: its index)."""
-    seen: dict[int, dict[str, Any]] = {}
+def corrupt(what: str, fix: str, problem: ValidationError | str | None = None) -> StoreError:
+    """The error for stored data that cannot be read back: names it, says what is wrong with it
+    (the first field pydantic refused), that nothing was changed, and what to do."""
+    if isinstance(problem, ValidationError):
+        first = problem.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"])
+        more = problem.error_count() - 1
+        problem = (f"{field}: " if field else "") + first["msg"] + (f" (and {more} more)" if more else "")
+    detail = f" ({problem})" if problem else ""
+    return StoreError(f"{what} is corrupt{detail}; nothing was changed — {fix}")
+
+
+def load_record[M: BaseModel](model: type[M], data: str | bytes, what: str, fix: str) -> M:
+    """A record from its stored JSON; :func:`corrupt` when it is not one."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        raise corrupt(what, fix, exc) from None
+
+
+def load_event(data: Mapping[str, Any] | str | bytes, what: str, fix: str) -> AgentEvent:
+    """An event from its stored form (``event.model_dump_json()``, as text or parsed);
+    :func:`corrupt` when it is not one."""
+    try:
+        return parse_event(data)
+    except ValidationError as exc:
+        raise corrupt(what, fix, exc) from None
+
+
+def event_rows(events: Sequence[AgentEvent]) -> list[tuple[int, AgentEvent]]:
+    """``(seq, event)`` pairs, sorted by seq, the first copy of each seq kept."""
+    seen: dict[int, AgentEvent] = {}
     for index, event in enumerate(events):
-        seq = event.get("seq", index)
-        if not isinstance(seq, int) or isinstance(seq, bool):
-            raise StoreError(f"event {index} has a non-integer seq {seq!r}; events need an integer seq")
-        seen.setdefault(seq, event)
+        if not isinstance(event, EVENT_TYPES):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise StoreError(
+                f"event {index} is a {type(event).__name__}, not an AgentEvent; pass the events "
+                "themselves (harness_run.events; parse_event() turns a dict into one)"
+            )
+        seen.setdefault(event.seq, event)
     return sorted(seen.items(), key=lambda item: item[0])
 
 
-def merge_events(
-    rows: Iterable[tuple[int, int, dict[str, Any]]], after_seq: int = -1
-) -> list[dict[str, Any]]:
+def merge_events(rows: Iterable[tuple[int, int, AgentEvent]], after_seq: int = -1) -> list[AgentEvent]:
     """Events from ``(turn, seq, event)`` rows ordered by (turn, seq): first copy wins, seq > after_seq."""
-    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    seen: dict[tuple[int, int], AgentEvent] = {}
     for turn, seq, event in rows:
         if seq > after_seq:
             seen.setdefault((turn, seq), event)

@@ -8,11 +8,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from harness_run.errors import StoreError, UsageError
+from harness_run.events import AgentEvent
+from harness_run.store._common import load_record
+
+if TYPE_CHECKING:
+    from google.cloud import storage
 
 __all__ = ["Conflict", "GcsObjects"]
 
@@ -33,7 +38,7 @@ class GcsObjects:
         prefix: str = "",
         *,
         project: str | None = None,
-        client: Any = None,
+        client: storage.Client | None = None,
         retry_timeout: float = 60.0,
         retry_delay: float = 1.0,
         request_timeout: float = 30.0,
@@ -65,12 +70,12 @@ class GcsObjects:
                     "run `gcloud auth application-default login`, use Workload Identity on GKE, or set "
                     "STORAGE_EMULATOR_HOST for an emulator"
                 ) from None
-        self._client: Any = client
-        self._bucket: Any = client.bucket(bucket)
+        self._client: storage.Client = client
+        self._bucket: storage.Bucket = client.bucket(bucket)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._indexed: set[str] = set()
-        self._written: dict[tuple[str, int], dict[str, list[tuple[int, dict[str, Any]]]]] = {}
+        self._written: dict[tuple[str, int], dict[str, list[tuple[int, AgentEvent]]]] = {}
         self._bucket_seen = False
 
     def __repr__(self) -> str:
@@ -169,8 +174,8 @@ class GcsObjects:
                 "create it or fix the store URL"
             ) from None
 
-    def _list(self, prefix: str) -> list[Any]:
-        def listing() -> list[Any]:
+    def _list(self, prefix: str) -> list[storage.Blob]:
+        def listing() -> list[storage.Blob]:
             return list(
                 self._client.list_blobs(self._bucket, prefix=prefix, retry=self._retry, timeout=self._timeout)
             )
@@ -199,13 +204,8 @@ class GcsObjects:
         self._executor().submit(fn)
 
     def _load(self, model: type[_M], data: bytes, name: str) -> _M:
-        try:
-            return model.model_validate_json(data)
-        except ValidationError as exc:
-            raise StoreError(
-                f"{self._where(name)} is corrupt ({exc.error_count()} problems, first: "
-                f"{exc.errors()[0]['msg']}); nothing was changed — restore or delete that object"
-            ) from None
+        what = f"the stored {model.__name__} {self._where(name)}"
+        return load_record(model, data, what, "restore or delete that object")
 
     def _get_record(self, model: type[_M], name: str) -> _M | None:
         got = self._read(name)

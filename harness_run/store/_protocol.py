@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from harness_run.events import AgentEvent
 from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
 
 __all__ = ["HistoryStore", "SessionUpdate"]
@@ -22,9 +23,12 @@ class HistoryStore(Protocol):
     - ``put_blob`` is content-addressed (returns the key) and idempotent;
     - ``get_session``/``get_blob``/``get_engine`` return None for unknown keys; corrupt data raises
       ``StoreError`` naming what is corrupt and leaves it as it was;
-    - events are appended per turn, keyed by ``(session, turn, seq)``: re-appending an event never
-      duplicates it (the first copy stored wins); ``read_events`` returns them ordered by
-      ``(turn, seq)``, only those with ``seq > after_seq``;
+    - events are :data:`~harness_run.events.AgentEvent` objects in and out: the store serializes
+      them (``event.model_dump_json()``) and reads them back as the same typed events (a stored
+      event it cannot read is corrupt: ``StoreError``). They are appended per turn, keyed by
+      ``(session, turn, event.seq)``: re-appending an event never duplicates it (the first copy
+      stored wins); ``read_events`` returns them ordered by ``(turn, seq)``, only those with
+      ``seq > after_seq``;
     - ``reserve_turn`` succeeds once per ``(session, turn)`` across every client; ``holder`` is
       unique to the attempt (e.g. the turn id), which may repeat the call (a retried request);
       any other holder gets ``SessionBusyError``;
@@ -54,11 +58,11 @@ class HistoryStore(Protocol):
 
     def list_turns(self, session_id: str) -> list[TurnRecord]: ...
 
-    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None: ...
+    def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None: ...
 
     def read_events(
         self, session_id: str, turn: int | None = None, *, after_seq: int = -1
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[AgentEvent]: ...
 
     def put_blob(self, data: bytes) -> str: ...
 

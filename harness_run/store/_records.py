@@ -1,25 +1,58 @@
-"""Records kept by history stores. Never a secret value: configs are stored as given (names only)."""
+"""Records kept by history stores. Never a secret value: configs are stored as given (names only).
+
+Records are frozen: change one with ``record.model_copy(update={...})`` and write the copy back
+(``put_session``, or ``update_session`` for a read-modify-write). Closed vocabularies are ``Literal``
+types, so a record that says something else is refused when it is made — or, when it comes from
+the store, reported as corrupt (``StoreError``). Unknown keys in stored JSON are ignored, so a store
+written by a newer version stays readable.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from collections.abc import Mapping
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness_run.events import RunResult
+from harness_run.events import RunResult, StopReason
 
-__all__ = ["EngineRecord", "SessionRecord", "SnapshotRef", "TurnRecord"]
+__all__ = ["EngineRecord", "EngineRuntime", "SessionRecord", "SessionStatus", "SnapshotRef", "TurnRecord"]
+
+EngineRuntime = Literal[
+    "local",  # local.deploy(): host processes
+    "container",  # local containers of the compiled image
+    "sandbox",  # sandbox.deploy(): Agent Sandbox on Kubernetes
+]
+SessionStatus = Literal[
+    "idle",  # no turn running; the last one (if any) ended without an error
+    "running",  # a turn is running (in some process or sandbox)
+    "failed",  # the last turn ended with an error; the session can go on
+]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied. Unlike pydantic's own ``model_copy`` the result is
+        validated, so an update cannot put a value into a record that its type refuses (e.g. a
+        status outside :data:`SessionStatus`), and an unknown field name is an error."""
+        if not update:
+            return super().model_copy(deep=deep)
+        unknown = sorted(set(update) - set(type(self).model_fields))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no field {', '.join(unknown)}")
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields.update(update)
+        return self.model_validate(copy.deepcopy(fields) if deep else fields)
 
 
 class EngineRecord(_Record):
     name: str
     version: str
     spec: dict[str, Any]
-    runtime: str = "local"
+    runtime: EngineRuntime = "local"
     created_at: float = 0.0
 
 
@@ -38,7 +71,7 @@ class SessionRecord(_Record):
     harness: str
     created_at: float
     updated_at: float
-    status: str = "idle"
+    status: SessionStatus = "idle"
     turns: int = 0
     config: dict[str, Any] = Field(default_factory=dict[str, Any])
     native_session_id: str | None = None
@@ -46,7 +79,7 @@ class SessionRecord(_Record):
     workspace_ready: bool = False
     last_result: RunResult | None = None
     snapshot: SnapshotRef | None = None
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
 
 
 class TurnRecord(_Record):

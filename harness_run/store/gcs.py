@@ -27,10 +27,18 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from harness_run.errors import StoreError, UsageError
-from harness_run.store._common import busy_error, check_blob_key, event_rows, merge_events
+from harness_run.events import AgentEvent
+from harness_run.store._common import (
+    busy_error,
+    check_blob_key,
+    corrupt,
+    event_rows,
+    load_event,
+    merge_events,
+)
 from harness_run.store._gcs_io import Conflict, GcsObjects
 from harness_run.store._protocol import SessionUpdate
 from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
@@ -46,10 +54,11 @@ _WRITERS_KEPT = 8
 def _writers(data: bytes) -> list[str]:
     """The ``_writers`` tokens stored with a session record by update_session (none after a put)."""
     try:
-        found = json.loads(data).get("_writers", [])
-    except (ValueError, AttributeError):
+        body: object = json.loads(data)
+    except ValueError:
         return []
-    return [str(t) for t in found] if isinstance(found, list) else []
+    found = cast(dict[str, object], body).get("_writers") if isinstance(body, dict) else None
+    return [str(t) for t in cast(list[object], found)] if isinstance(found, list) else []
 
 
 def _check_part(kind: str, value: str) -> str:
@@ -231,31 +240,32 @@ class GcsStore(GcsObjects):
 
     # --- events --------------------------------------------------------------------------------
 
-    def _segment(self, name: str, data: bytes) -> list[tuple[int, dict[str, Any]]]:
-        rows: list[tuple[int, dict[str, Any]]] = []
+    def _segment(self, name: str, data: bytes) -> list[tuple[int, AgentEvent]]:
+        """The ``(seq, event)`` lines of a segment: ``{"seq": 3, "event": {…the event's JSON…}}``."""
+        rows: list[tuple[int, AgentEvent]] = []
+        what, fix = f"the event segment {self._where(name)}", "restore or delete that object"
         for lineno, line in enumerate(data.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
-                seq, event = item["seq"], item["event"]
-                if not isinstance(seq, int) or not isinstance(event, dict):
-                    raise TypeError("seq/event")
-            except (ValueError, KeyError, TypeError):
-                raise StoreError(
-                    f"the event segment {self._where(name)} is corrupt (line {lineno}); nothing was changed"
-                ) from None
-            rows.append((seq, event))  # pyright: ignore[reportUnknownArgumentType]
+                item: object = json.loads(line)
+            except ValueError:
+                item = None
+            fields = cast(dict[str, object], item) if isinstance(item, dict) else {}
+            seq, event = fields.get("seq"), fields.get("event")
+            if not isinstance(seq, int) or not isinstance(event, dict):
+                raise corrupt(what, fix, f"line {lineno} is not a seq and an event")
+            rows.append((seq, load_event(cast(dict[str, Any], event), f"{what} (line {lineno})", fix)))
         return rows
 
-    def _put_segment(self, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> None:
-        body = "".join(json.dumps({"seq": s, "event": e}, separators=(",", ":")) + "\n" for s, e in rows)
+    def _put_segment(self, name: str, rows: Sequence[tuple[int, AgentEvent]]) -> None:
+        body = "".join(f'{{"seq":{s},"event":{e.model_dump_json()}}}\n' for s, e in rows)
         meta = {"last_seq": str(max(s for s, _ in rows))}
         self._write(name, body.encode(), generation=0, metadata=meta, content_type="application/jsonl")
 
-    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
+    def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None:
         """One create-only segment per call; a segment already there keeps its events (first wins)."""
-        rows = event_rows(events)
+        rows: list[tuple[int, AgentEvent]] = event_rows(events)
         while rows:
             name = self._session_name(session_id, "events", f"{turn:06d}", f"{rows[0][0]:08d}.jsonl")
             try:
@@ -269,16 +279,15 @@ class GcsStore(GcsObjects):
                 stored_rows = self._segment(name, got[0])
                 stored = {seq for seq, _ in stored_rows}
                 if rows[0][0] not in stored:
-                    raise StoreError(
-                        f"the event segment {self._where(name)} does not hold its own first seq; "
-                        "it is corrupt and nothing was changed"
+                    raise corrupt(
+                        f"the event segment {self._where(name)}",
+                        "restore or delete that object",
+                        "it does not hold its own first seq",
                     ) from None
                 self._remember(session_id, turn, name, stored_rows)
                 rows = [r for r in rows if r[0] not in stored]
 
-    def _remember(
-        self, session_id: str, turn: int, name: str, rows: list[tuple[int, dict[str, Any]]]
-    ) -> None:
+    def _remember(self, session_id: str, turn: int, name: str, rows: list[tuple[int, AgentEvent]]) -> None:
         """Keep what this client stored for a running turn, to seal the turn without reading it back."""
         with self._pool_lock:
             self._written.setdefault((session_id, turn), {})[name] = rows
@@ -298,13 +307,13 @@ class GcsStore(GcsObjects):
 
         self._submit(seal)
 
-    def _seal(self, session_id: str, turn: int, written: dict[str, list[tuple[int, dict[str, Any]]]]) -> None:
+    def _seal(self, session_id: str, turn: int, written: dict[str, list[tuple[int, AgentEvent]]]) -> None:
         prefix = self._session_name(session_id, "events", f"{turn:06d}/")
         names = sorted(b.name for b in self._list(prefix) if b.name.endswith(".jsonl"))
         sealed = prefix + _SEALED
         if sealed in names or len(names) < 2:
             return
-        merged: dict[int, dict[str, Any]] = {}
+        merged: dict[int, AgentEvent] = {}
         for name in names:
             rows = written.get(name)
             if rows is None:
@@ -317,7 +326,7 @@ class GcsStore(GcsObjects):
 
     def read_events(
         self, session_id: str, turn: int | None = None, *, after_seq: int = -1
-    ) -> list[dict[str, Any]]:
+    ) -> list[AgentEvent]:
         root = self._session_name(session_id, "events", "")
         listed: list[tuple[int, str, int | None]] = []  # (turn, object, last_seq)
         for blob in self._list(root + (f"{turn:06d}/" if turn is not None else "")):
@@ -339,7 +348,7 @@ class GcsStore(GcsObjects):
                     continue  # the sealed object holds these
             wanted.append((turn_no, name))
         segments = self._map(self._read, [n for _, n in wanted])
-        rows: list[tuple[int, int, dict[str, Any]]] = []
+        rows: list[tuple[int, int, AgentEvent]] = []
         for (turn_no, name), got in zip(wanted, segments, strict=True):
             if got is not None:
                 rows.extend((turn_no, seq, event) for seq, event in self._segment(name, got[0]))
@@ -359,9 +368,7 @@ class GcsStore(GcsObjects):
         if got is None:
             return None
         if hashlib.sha256(got[0]).hexdigest() != key:
-            raise StoreError(
-                f"blob {key} is corrupt ({self._where(name)} does not match its hash); nothing was changed"
-            )
+            raise corrupt(f"blob {key}", "delete that object", f"{self._where(name)} does not match its hash")
         return got[0]
 
     def close(self) -> None:

@@ -6,7 +6,6 @@ No server; safe for several processes on one machine (SQLite locking, atomic blo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import tempfile
@@ -16,10 +15,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from harness_run.errors import StoreError
-from harness_run.store._common import busy_error, check_blob_key, event_rows, merge_events
+from harness_run.events import AgentEvent
+from harness_run.store._common import (
+    busy_error,
+    check_blob_key,
+    corrupt,
+    event_rows,
+    load_event,
+    load_record,
+    merge_events,
+)
 from harness_run.store._protocol import SessionUpdate
 from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
 
@@ -101,14 +109,14 @@ class SqliteStore:
                     retryable=isinstance(exc, sqlite3.OperationalError),
                 ) from None
 
+    def _where(self, what: str) -> str:
+        return f"the stored {what} (in {self.root / 'history.sqlite3'})"
+
+    def _fix(self) -> str:
+        return f"restore {self.root / 'history.sqlite3'} from a backup, or delete that record"
+
     def _load(self, model: type[_M], body: str, what: str) -> _M:
-        try:
-            return model.model_validate_json(body)
-        except ValidationError as exc:
-            raise StoreError(
-                f"the stored {what} is corrupt ({exc.error_count()} problems, first: "
-                f"{exc.errors()[0]['msg']}; in {self.root / 'history.sqlite3'}); nothing was changed"
-            ) from None
+        return load_record(model, body, self._where(what), self._fix())
 
     # --- engines -------------------------------------------------------------------------------
 
@@ -121,22 +129,25 @@ class SqliteStore:
     def get_engine(self, name: str, version: str | None = None) -> EngineRecord | None:
         if version is None:
             rows = self._exec(
-                "SELECT body FROM engines WHERE name=? ORDER BY created_at DESC LIMIT 1", (name,)
+                "SELECT version, body FROM engines WHERE name=? ORDER BY created_at DESC LIMIT 1", (name,)
             )
         else:
             rows = self._exec(
-                "SELECT body FROM engines WHERE name=? AND version LIKE ? ORDER BY created_at DESC LIMIT 1",
+                "SELECT version, body FROM engines WHERE name=? AND version LIKE ? "
+                "ORDER BY created_at DESC LIMIT 1",
                 (name, f"{version}%"),
             )
-        return self._load(EngineRecord, rows[0][0], f"engine {name}") if rows else None
+        if not rows:
+            return None
+        return self._load(EngineRecord, rows[0][1], f"engine {name} version {rows[0][0]}")
 
     def list_engines(self, name: str | None = None) -> list[EngineRecord]:
         rows = (
-            self._exec("SELECT body FROM engines WHERE name=? ORDER BY created_at", (name,))
+            self._exec("SELECT name, version, body FROM engines WHERE name=? ORDER BY created_at", (name,))
             if name
-            else self._exec("SELECT body FROM engines ORDER BY name, created_at")
+            else self._exec("SELECT name, version, body FROM engines ORDER BY name, created_at")
         )
-        return [self._load(EngineRecord, r[0], "engine") for r in rows]
+        return [self._load(EngineRecord, body, f"engine {n} version {v}") for n, v, body in rows]
 
     def delete_engine(self, name: str, version: str) -> None:
         self._exec("DELETE FROM engines WHERE name=? AND version=?", (name, version))
@@ -172,11 +183,11 @@ class SqliteStore:
 
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
         rows = (
-            self._exec("SELECT body FROM sessions WHERE engine=? ORDER BY updated_at", (engine,))
+            self._exec("SELECT id, body FROM sessions WHERE engine=? ORDER BY updated_at", (engine,))
             if engine
-            else self._exec("SELECT body FROM sessions ORDER BY updated_at")
+            else self._exec("SELECT id, body FROM sessions ORDER BY updated_at")
         )
-        return [self._load(SessionRecord, r[0], "session") for r in rows]
+        return [self._load(SessionRecord, body, f"session {sid}") for sid, body in rows]
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
         def work(db: sqlite3.Connection) -> str:
@@ -199,17 +210,15 @@ class SqliteStore:
         )
 
     def list_turns(self, session_id: str) -> list[TurnRecord]:
-        rows = self._exec("SELECT body FROM turns WHERE session_id=? ORDER BY turn", (session_id,))
-        return [self._load(TurnRecord, r[0], f"turn of session {session_id}") for r in rows]
+        rows = self._exec("SELECT turn, body FROM turns WHERE session_id=? ORDER BY turn", (session_id,))
+        return [self._load(TurnRecord, body, f"turn {turn} of session {session_id}") for turn, body in rows]
 
     # --- events --------------------------------------------------------------------------------
 
-    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
+    def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None:
         if not events:
             return
-        rows = [
-            (session_id, turn, seq, json.dumps(e, separators=(",", ":"))) for seq, e in event_rows(events)
-        ]
+        rows = [(session_id, turn, seq, e.model_dump_json()) for seq, e in event_rows(events)]
         self._transaction(
             lambda db: db.executemany("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?)", rows),
             f"append events to session {session_id}",
@@ -217,7 +226,7 @@ class SqliteStore:
 
     def read_events(
         self, session_id: str, turn: int | None = None, *, after_seq: int = -1
-    ) -> list[dict[str, Any]]:
+    ) -> list[AgentEvent]:
         if turn is None:
             rows = self._exec(
                 "SELECT turn, seq, body FROM events WHERE session_id=? AND seq>? ORDER BY turn, seq",
@@ -228,16 +237,14 @@ class SqliteStore:
                 "SELECT turn, seq, body FROM events WHERE session_id=? AND turn=? AND seq>? ORDER BY seq",
                 (session_id, turn, after_seq),
             )
-        out: list[tuple[int, int, dict[str, Any]]] = []
-        for turn_no, seq, body in rows:
-            try:
-                out.append((turn_no, seq, json.loads(body)))
-            except ValueError:
-                raise StoreError(
-                    f"stored event {seq} of session {session_id} turn {turn_no} is corrupt "
-                    f"(in {self.root / 'history.sqlite3'}); nothing was changed"
-                ) from None
-        return merge_events(out, after_seq)
+        events = [
+            (turn_no, seq, self._event(body, f"event {seq} of session {session_id} turn {turn_no}"))
+            for turn_no, seq, body in rows
+        ]
+        return merge_events(events, after_seq)
+
+    def _event(self, body: str, what: str) -> AgentEvent:
+        return load_event(body, self._where(what), self._fix())
 
     # --- blobs ---------------------------------------------------------------------------------
 
@@ -270,9 +277,7 @@ class SqliteStore:
         except OSError as exc:
             raise StoreError(f"cannot read blob {key}: {exc}") from None
         if hashlib.sha256(data).hexdigest() != key:
-            raise StoreError(
-                f"blob {key} is corrupt (its content at {path} does not match its hash); nothing was changed"
-            )
+            raise corrupt(f"blob {key}", "delete that file", f"its content at {path} does not match its hash")
         return data
 
     def close(self) -> None:

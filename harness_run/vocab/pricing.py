@@ -1,14 +1,14 @@
 """A small price table, used when a harness reports no cost itself (USD per million tokens).
 
 ``cost = tokens * price``; unknown models give ``None`` — never a made-up 0 — and the turn gets a
-``cost_unknown`` status event saying so (:func:`unknown_cost_event`). A budget (``max_budget_usd``)
+``cost_unknown`` event saying so (:func:`unknown_cost_event`). A budget (``max_budget_usd``)
 on a harness that reports no cost can only be enforced for a model this table knows. Prices as
 published by the vendors; update with the pins.
 """
 
 from __future__ import annotations
 
-from harness_run.events import StatusEvent, Usage
+from harness_run.events import CostUnknownEvent, Usage
 
 __all__ = ["PRICES", "price", "rates", "unknown_cost_event"]
 
@@ -71,15 +71,13 @@ def price(model: str, usage: Usage) -> float | None:
     return round(total / 1_000_000, 8)
 
 
-def unknown_cost_event(model: str, harness: str) -> StatusEvent:
+def unknown_cost_event(model: str, harness: str) -> CostUnknownEvent:
     """What a turn emits when neither the harness nor our table can price its model."""
-    return StatusEvent(
-        status="cost_unknown",
-        detail={
-            "model": model,
-            "message": (
-                f"{harness} reports no cost and harness-run's price table has no price for "
-                f"{model!r}: cost_usd will be None (usage is still counted)"
-            ),
-        },
+    return CostUnknownEvent(
+        model=model,
+        harness=harness,
+        message=(
+            f"{harness} reports no cost and harness-run's price table has no price for "
+            f"{model!r}: cost_usd will be None (usage is still counted)"
+        ),
     )

@@ -26,6 +26,7 @@ from harness_run.errors import (
     UsageError,
     redact,
 )
+from harness_run.events import AgentEvent
 from harness_run.runtime import Run, Session
 from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
 from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
@@ -84,12 +85,12 @@ class WorkerStore:
     def list_turns(self, session_id: str) -> list[TurnRecord]:
         return self.inner.list_turns(session_id)
 
-    def append_events(self, session_id: str, turn: int, events: Sequence[dict[str, Any]]) -> None:
+    def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None:
         self.inner.append_events(session_id, turn, events)
 
     def read_events(
         self, session_id: str, turn: int | None = None, *, after_seq: int = -1
-    ) -> list[dict[str, Any]]:
+    ) -> list[AgentEvent]:
         return self.inner.read_events(session_id, turn, after_seq=after_seq)
 
     def put_blob(self, data: bytes) -> str:
@@ -300,7 +301,7 @@ class Worker:
             start = run.flushed
             if end <= start:
                 continue
-            batch = [e.model_dump(mode="json") for e in events[start:end]]
+            batch = events[start:end]
             try:
                 await asyncio.to_thread(self.store.append_events, run.session_id, run.turn, batch)
             except HarnessRunError as exc:

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from runtime._helpers import processes_with, wait_until, workspace_of
 
 from harness_run.errors import UsageError
-from harness_run.events import ResultEvent, StatusEvent, UserEvent
+from harness_run.events import CostUnknownEvent, ResultEvent, SetupEvent, StartedEvent, StatusEvent, UserEvent
 from harness_run.harness import get_driver
 from harness_run.spec import TurnConfig
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text
@@ -52,10 +52,11 @@ async def test_a_turn_streams_started_first_and_result_last_with_full_accounting
     types = [e.type for e in run.events]
     assert streamed == run.events
     assert types[0] == "user"  # the prompt …
-    first = next(e for e in run.events if e.type in HARNESS_EVENTS or e.type == "status")
-    while isinstance(first, StatusEvent) and first.status == "setup":  # (workspace set-up steps)
+    first = next(e for e in run.events if e.type in HARNESS_EVENTS or isinstance(e, StatusEvent))
+    while isinstance(first, SetupEvent):  # (workspace set-up steps)
         first = run.events[run.events.index(first) + 1]
-    assert isinstance(first, StatusEvent) and first.status == "started", types  # … then the harness init
+    assert isinstance(first, StartedEvent), types  # … then the harness init
+    assert (first.harness, first.model) == (harness.name, harness.model)
     assert types[-1] == "result" and types.count("result") == 1
     last = run.events[-1]
     assert isinstance(last, ResultEvent) and last.result == result
@@ -94,7 +95,7 @@ async def test_send_resumes_the_session_with_its_history(
     assert second.last_user_text == "second prompt delta"
     assert "first prompt alpha" in second.user_texts  # turn 2's request carries turn 1
     assert "answer one bravo" in second.text
-    started = [e for e in two_run.events if isinstance(e, StatusEvent) and e.status == "started"]
+    started = [e for e in two_run.events if isinstance(e, StartedEvent)]
     assert len(started) == 1 and two_run.events[-1].type == "result"
     assert [t.turn for t in session.history()] == [1, 2]
 
@@ -206,8 +207,9 @@ async def test_an_unpriced_model_has_no_cost_and_a_status_event_says_so(
     assert not result.is_error, result.error
     assert result.cost_usd is None
     assert result.usage.input_tokens > 0
-    [note] = [e for e in run.events if isinstance(e, StatusEvent) and e.status == "cost_unknown"]
-    assert harness.unknown_model in note.detail["message"]
+    [note] = [e for e in run.events if isinstance(e, CostUnknownEvent)]
+    assert (note.model, note.harness) == (harness.unknown_model, harness.name)
+    assert harness.unknown_model in note.message
 
 
 REFUSED = {

@@ -24,7 +24,17 @@ from pydantic import BaseModel
 
 from harness_run import local
 from harness_run.errors import UsageError
-from harness_run.events import ErrorEvent, MessageEvent, StatusEvent, ToolResultEvent, ToolUseEvent
+from harness_run.events import (
+    CostUnknownEvent,
+    ErrorEvent,
+    MessageEvent,
+    RetryEvent,
+    StartedEvent,
+    StatusEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    WarningEvent,
+)
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.codex import CodexDriver, strict_schema
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt, TurnConfig
@@ -120,8 +130,9 @@ async def test_the_seed_example_runs_a_shell_command_and_reports_usage(
         "created\n",
         False,
     )
-    started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert started.detail["thread_id"] == result.native_session_id
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert started.native_session_id == result.native_session_id
+    assert (started.harness, started.model) == ("codex", MODEL)
 
     requests = codex_model.requests
     assert [(r.method, r.path, r.model) for r in requests] == [("POST", "/v1/responses", MODEL)] * 2
@@ -301,8 +312,8 @@ async def test_an_mcp_server_is_started_with_its_secret_and_a_skill_is_listed(
     assert (home / "skills" / "zebra-counter" / "SKILL.md").is_file()
     listing = [t for t in developer_texts(codex_model.main_requests[0]) if "<skills_instructions>" in t]
     assert "zebra-counter: Counts zebras (probe 7781)" in listing[0]
-    status = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert status.detail["mcp_servers"] == ["marker"]
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert [(s.name, s.status) for s in started.mcp_servers] == [("marker", None)]
 
 
 async def test_a_canary_secret_never_reaches_the_store(
@@ -480,9 +491,12 @@ def test_the_parser_maps_codex_events_and_never_raises(tmp_path: Path) -> None:
         {"type": "turn.failed", "error": {"message": json.dumps({"error": {"message": "quota gone"}})}},
     ]
     events = [e for line in [*map(json.dumps, lines), "garbage", "[1, 2]", ""] for e in parser.feed(line)]
-    types = "status status status thinking tool_use tool_result tool_use tool_result message"
+    types = "started retry warning thinking tool_use tool_result tool_use tool_result message"
     assert [e.type for e in events] == types.split()
-    assert [e.status for e in events if isinstance(e, StatusEvent)] == ["started", "retry", "warning"]
+    assert [type(e) for e in events if isinstance(e, StatusEvent)] == [StartedEvent, RetryEvent, WarningEvent]
+    retry = next(e for e in events if isinstance(e, RetryEvent))
+    assert (retry.attempt, retry.max_attempts, retry.message) == (1, 5, "Reconnecting... 1/5 (busy)")
+    assert next(e for e in events if isinstance(e, WarningEvent)).message == "config warning"
     uses = [e for e in events if isinstance(e, ToolUseEvent)]
     assert [(u.name, u.input) for u in uses] == [
         ("mcp__db__query", {"q": 1}),
@@ -554,4 +568,4 @@ def test_the_parser_watches_the_rollout_for_max_turns_and_the_budget(tmp_path: P
 def test_an_unpriced_model_gets_a_cost_unknown_event(tmp_path: Path) -> None:
     parser = CodexDriver().parser(turn_context(tmp_path, "codex", "gpt-unpriced-1"))
     events = parser.feed(json.dumps({"type": "thread.started", "thread_id": "t-1"}))
-    assert [e.status for e in events if isinstance(e, StatusEvent)] == ["started", "cost_unknown"]
+    assert [type(e) for e in events if isinstance(e, StatusEvent)] == [StartedEvent, CostUnknownEvent]

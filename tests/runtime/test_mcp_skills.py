@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_run.events import StatusEvent, ToolResultEvent, ToolUseEvent
+from harness_run.events import McpServerInfo, StartedEvent, ToolResultEvent, ToolUseEvent
 from harness_run.spec import McpServer, SkillSource
 from harness_run.testing import ScriptedModel, text, tool_call
 
@@ -55,8 +55,8 @@ async def test_an_mcp_stdio_servers_tool_is_called_with_its_secret_env(
     assert tool_result.tool_use_id == use.tool_use_id
     assert "marker written: hello mcp" in tool_result.content
     assert not tool_result.is_error
-    started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert {"name": "marker", "status": "connected"}.items() <= started.detail["mcp_servers"][0].items()
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert started.mcp_servers == (McpServerInfo(name="marker", status="connected"),)
     # the secret reached the server's process, but never the store, the events or the history
     assert token.encode() not in store_bytes(workdir)
     assert token not in "".join(e.model_dump_json() for e in session.events())
@@ -94,7 +94,7 @@ async def test_a_skill_is_offered_to_the_model(
     ]
     assert listing, "no skill listing in the request's messages"
     assert f"- zebra-counter: {description}" in listing[0].splitlines()
-    started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert "zebra-counter" in started.detail["skills"]
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert started.skills is not None and "zebra-counter" in started.skills
     staged = engine.workdir / "sessions" / session.session_id / "workspace" / ".claude" / "skills"
     assert (staged / "zebra-counter" / "SKILL.md").is_file()

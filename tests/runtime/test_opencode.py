@@ -20,7 +20,14 @@ from pydantic import BaseModel
 
 from harness_run import local
 from harness_run.errors import HarnessNotFoundError, UsageError
-from harness_run.events import ErrorEvent, StatusEvent, ThinkingEvent, ToolResultEvent, ToolUseEvent
+from harness_run.events import (
+    CostUnknownEvent,
+    ErrorEvent,
+    StartedEvent,
+    ThinkingEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+)
 from harness_run.harness import TurnContext, get_driver
 from harness_run.harness.opencode import OpenCodeDriver, opencode_model
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt
@@ -88,7 +95,7 @@ async def test_a_shell_turn_then_send_carries_the_history(
     assert (result.native_session_id or "").startswith("ses_")
 
     types = [e.type for e in run.events]
-    assert (types[0], types[1], types[-1]) == ("user", "status", "result")
+    assert (types[0], types[1], types[-1]) == ("user", "started", "result")
     assert (
         types.index("thinking")
         < types.index("tool_use")
@@ -107,8 +114,8 @@ async def test_a_shell_turn_then_send_carries_the_history(
         False,
     )
     assert [e.text for e in run.events if isinstance(e, ThinkingEvent)] == ["plan it"]
-    started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert started.detail["session_id"] == result.native_session_id
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert started.native_session_id == result.native_session_id
 
     assert model.side_requests == []  # --title: no title-generation request
     request = model.main_requests[0]
@@ -252,8 +259,8 @@ async def test_structured_output_a_replaced_prompt_an_mcp_tool_and_a_skill(
         workdir / "sessions" / session.session_id / "home" / "harness-run" / "opencode.json"
     ).read_text()
     assert token not in config and "{env:HARNESS_RUN_MCP_MARKER_MARKER_TOKEN}" in config
-    started = next(e for e in run.events if isinstance(e, StatusEvent) and e.status == "started")
-    assert started.detail["mcp_servers"] == ["marker"]
+    started = next(e for e in run.events if isinstance(e, StartedEvent))
+    assert [s.name for s in started.mcp_servers] == ["marker"]
 
 
 # --- the driver's pure parts ----------------------------------------------------------------------
@@ -408,7 +415,7 @@ def test_the_parser_maps_opencode_lines_and_never_raises(tmp_path: Path) -> None
         {"type": "tool_use", **ses, "part": "not a dict"},
     ]
     events = [e for line in [*map(json.dumps, lines), "garbage", "[1]", ""] for e in parser.feed(line)]
-    types = ["status", "thinking", "tool_use", "tool_result", "tool_use", "tool_result", "message"]
+    types = ["started", "thinking", "tool_use", "tool_result", "tool_use", "tool_result", "message"]
     assert [e.type for e in events] == types
     uses = [e for e in events if isinstance(e, ToolUseEvent)]
     assert [(u.name, u.input) for u in uses] == [("mcp__db__query", {"q": 1}), ("bash", {})]
@@ -505,6 +512,7 @@ def test_the_parser_stops_the_turn_at_max_turns_or_the_budget_and_flags_an_unkno
 
     unpriced = OpenCodeDriver().parser(turn_context(tmp_path, "opencode", "openai/gpt-unpriced-1"))
     events = unpriced.feed(step("stop", 10)) + unpriced.feed(step("stop", 10))
-    [note] = [e for e in events if isinstance(e, StatusEvent) and e.status == "cost_unknown"]
-    assert "gpt-unpriced-1" in note.detail["message"]
+    [note] = [e for e in events if isinstance(e, CostUnknownEvent)]
+    assert (note.model, note.harness) == ("openai/gpt-unpriced-1", "opencode")
+    assert "gpt-unpriced-1" in note.message
     assert unpriced.finish(0, "").cost_usd is None

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_run import RepoSource, SkillSource
+from harness_run.events import SetupEvent
 from harness_run.testing import ScriptedModel, shell, text
 
 from ._helpers import model_secrets, workspace_of
@@ -86,10 +87,10 @@ async def test_packages_are_installed_into_a_shared_venv_on_path(
     result = await first.run("check six", secrets=model_secrets(model))
     assert not result.is_error, result.error
     assert (workspace_of(engine, first.session_id) / "version.txt").read_text().strip() == "1.16.0"
-    assert any(e.type == "status" and "installing" in str(e.model_dump()) for e in first.events())
+    assert any(isinstance(e, SetupEvent) and "installing" in e.step for e in first.events())
 
     second = engine.start_session()  # same package set: the venv is reused, not rebuilt
     await second.run("which python", secrets=model_secrets(model))
     venv_python = (workspace_of(engine, second.session_id) / "which.txt").read_text().strip()
     assert "/venvs/" in venv_python
-    assert not any(e.type == "status" and "installing" in str(e.model_dump()) for e in second.events())
+    assert not any(isinstance(e, SetupEvent) and "installing" in e.step for e in second.events())

@@ -10,6 +10,7 @@ import sys
 import uuid
 
 from harness_run.errors import SessionBusyError
+from harness_run.events import UserEvent
 from harness_run.store import EngineRecord, GcsStore, SessionRecord, open_store
 
 
@@ -34,11 +35,11 @@ def main() -> None:
         raise AssertionError("a second holder got the same turn")
     except SessionBusyError:
         pass
-    events = [{"type": "user", "seq": i, "text": f"e{i}"} for i in range(5)]
+    events = [UserEvent(seq=i, text=f"e{i}") for i in range(5)]
     store.append_events("s1", 1, events[:3])
     store.append_events("s1", 1, events)
-    assert [e["seq"] for e in store.read_events("s1", 1)] == [0, 1, 2, 3, 4]
-    assert [e["seq"] for e in store.read_events("s1", 1, after_seq=2)] == [3, 4]
+    assert store.read_events("s1", 1) == events
+    assert [e.seq for e in store.read_events("s1", 1, after_seq=2)] == [3, 4]
     key = store.put_blob(b"live blob")
     assert key == hashlib.sha256(b"live blob").hexdigest() and store.get_blob(key) == b"live blob"
     store.delete_engine("live", "v1")

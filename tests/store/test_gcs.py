@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness_run.errors import SessionBusyError, StoreError, UsageError
+from harness_run.events import AgentEvent, MessageEvent
 from harness_run.store import EngineRecord, GcsStore, SessionRecord, TurnRecord, open_store
 
 from ._proxy import FaultProxy, Rule
@@ -51,8 +52,12 @@ def record(sid: str = "s1", engine: str = "eng", turns: int = 0) -> SessionRecor
     )
 
 
-def ev(seq: int, text: str = "") -> dict[str, Any]:
-    return {"type": "assistant_text", "turn": 1, "seq": seq, "text": text or f"e{seq}"}
+def ev(seq: int, text: str = "") -> MessageEvent:
+    return MessageEvent(turn=1, seq=seq, text=text or f"e{seq}")
+
+
+def texts(events: list[AgentEvent]) -> list[str]:
+    return [e.text for e in events if isinstance(e, MessageEvent)]
 
 
 def test_the_bucket_layout_is_the_documented_one(gcs: GcsStore) -> None:
@@ -88,7 +93,7 @@ def test_create_only_objects_are_never_rewritten(gcs: GcsStore) -> None:
     after = {name: blob.generation for name, blob in objects(gcs).items()}
     assert {n: g for n, g in after.items() if n in before} == before
     assert gcs.get_blob(key) == b"snapshot"
-    assert [e["text"] for e in gcs.read_events("s1", 1)] == ["e0", "e1"]
+    assert texts(gcs.read_events("s1", 1)) == ["e0", "e1"]
 
 
 def test_segments_survive_a_re_append_without_duplicates(gcs: GcsStore) -> None:
@@ -103,10 +108,10 @@ def test_segments_survive_a_re_append_without_duplicates(gcs: GcsStore) -> None:
         "sessions/s1/events/000001/00000005.jsonl",
     ]
     got = gcs.read_events("s1", 1)
-    assert [e["seq"] for e in got] == list(range(12))
-    assert [e["text"] for e in got][:10] == [f"e{i}" for i in range(5)] + ["late copy"] * 5
-    assert [e["seq"] for e in gcs.read_events("s1", 1, after_seq=9)] == [10, 11]
-    assert [e["seq"] for e in gcs.read_events("s1", after_seq=10)] == [11]
+    assert [e.seq for e in got] == list(range(12))
+    assert texts(got)[:10] == [f"e{i}" for i in range(5)] + ["late copy"] * 5
+    assert [e.seq for e in gcs.read_events("s1", 1, after_seq=9)] == [10, 11]
+    assert [e.seq for e in gcs.read_events("s1", after_seq=10)] == [11]
 
 
 def test_a_finished_turn_is_sealed_into_one_object_that_serves_reads(gcs_store_url: str) -> None:
@@ -132,18 +137,18 @@ def test_a_finished_turn_is_sealed_into_one_object_that_serves_reads(gcs_store_u
     assert len(names) == 7
 
     reader = open_store(gcs_store_url)
-    assert [e["seq"] for e in reader.read_events("s1", 1)] == list(range(10))
+    assert [e.seq for e in reader.read_events("s1", 1)] == list(range(10))
     # the sealed object alone serves reads: with the segments gone, nothing is missing
     bucket = storage.Client().bucket(writer.bucket_name)
     for name in names:
         if "/000001/" in name and not name.endswith("sealed.jsonl"):
             bucket.blob(f"{writer.prefix}/{name}").delete()
-    assert [e["seq"] for e in reader.read_events("s1", 1)] == list(range(10))
-    assert [e["seq"] for e in reader.read_events("s1", 1, after_seq=7)] == [8, 9]
-    assert [e["seq"] for e in reader.read_events("s1")] == [*range(10), 0]
+    assert [e.seq for e in reader.read_events("s1", 1)] == list(range(10))
+    assert [e.seq for e in reader.read_events("s1", 1, after_seq=7)] == [8, 9]
+    assert [e.seq for e in reader.read_events("s1")] == [*range(10), 0]
     # events appended after sealing are still read
     reader.append_events("s1", 1, [ev(10)])
-    assert [e["seq"] for e in reader.read_events("s1", 1)] == list(range(11))
+    assert [e.seq for e in reader.read_events("s1", 1)] == list(range(11))
     reader.close()
 
 
@@ -232,7 +237,7 @@ def test_transient_errors_are_retried_and_lost_replies_do_not_double_writes(
     store.append_events("s1", 1, [ev(0), ev(1)])
     proxy.rules.append(Rule("POST", "/upload/", "after", times=1))
     store.update_session("s1", lambda r: r.model_copy(update={"turns": r.turns + 1}))
-    assert [e["seq"] for e in store.read_events("s1", 1)] == [0, 1]
+    assert [e.seq for e in store.read_events("s1", 1)] == [0, 1]
     final = store.get_session("s1")
     assert final is not None and final.turns == 1
     with pytest.raises(SessionBusyError):

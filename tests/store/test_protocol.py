@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import pytest
+from test_events import EVENTS
 
 from harness_run.errors import SessionBusyError, StoreError
-from harness_run.events import RunResult, Usage
+from harness_run.events import AgentEvent, MessageEvent, RunResult, Usage, UserEvent
 from harness_run.store import (
     EngineRecord,
     GcsStore,
@@ -43,12 +44,12 @@ def session_record(sid: str = "s1", engine: str = "eng", updated: float = 2.0) -
     )
 
 
-def ev(turn: int, seq: int, text: str = "") -> dict[str, Any]:
-    return {"type": "assistant_text", "turn": turn, "seq": seq, "text": text or f"t{turn}e{seq}"}
+def ev(turn: int, seq: int, text: str = "") -> MessageEvent:
+    return MessageEvent(turn=turn, seq=seq, text=text or f"t{turn}e{seq}")
 
 
-def texts(events: list[dict[str, Any]]) -> list[str]:
-    return [e["text"] for e in events]
+def texts(events: Sequence[AgentEvent]) -> list[str]:
+    return [e.text for e in events if isinstance(e, MessageEvent | UserEvent)]
 
 
 def test_both_stores_satisfy_the_protocol(store: HistoryStore) -> None:
@@ -161,11 +162,20 @@ def test_events_are_ordered_by_turn_and_seq_and_never_duplicated(store: HistoryS
     assert store.read_events("unknown") == []
 
 
-def test_events_without_a_seq_are_numbered_by_position(store: HistoryStore) -> None:
-    store.append_events("s1", 1, [{"type": "user", "text": "a"}, {"type": "user", "text": "b"}])
-    assert texts(store.read_events("s1", 1)) == ["a", "b"]
-    with pytest.raises(StoreError, match="non-integer seq"):
-        store.append_events("s1", 1, [{"type": "user", "seq": "1"}])
+def test_every_event_type_comes_back_as_the_same_typed_event(backend: Backend, store: HistoryStore) -> None:
+    events = [e.model_copy(update={"seq": i, "turn": 1}) for i, e in enumerate(EVENTS)]
+    store.append_events("s1", 1, events[:4])
+    store.append_events("s1", 1, events)
+    assert store.read_events("s1", 1) == events  # typed fields, raw lines and all
+    assert [type(e) for e in backend.open().read_events("s1")] == [type(e) for e in EVENTS]
+
+
+def test_events_are_keyed_by_their_seq_and_only_events_are_taken(store: HistoryStore) -> None:
+    store.append_events("s1", 1, [UserEvent(seq=0, text="a"), UserEvent(seq=0, text="b")])
+    assert texts(store.read_events("s1", 1)) == ["a"]  # the same seq twice: the first copy wins
+    with pytest.raises(StoreError, match="event 0 is a dict, not an AgentEvent"):
+        store.append_events("s1", 1, [{"type": "user", "seq": 1, "text": "c"}])  # type: ignore[list-item]
+    assert texts(store.read_events("s1", 1)) == ["a"]
 
 
 def test_blobs_are_content_addressed_and_checked(backend: Backend, store: HistoryStore) -> None:
@@ -194,6 +204,47 @@ _READS: dict[str, Callable[[HistoryStore], object]] = {
     "events": lambda s: s.read_events("s1"),
     "engine": lambda s: s.get_engine("eng"),
 }
+
+
+_BAD_FIELDS = {  # a stored record that is JSON, but not a valid record: field -> a refused value
+    "session": ("status", "paused"),
+    "engine": ("runtime", "moon"),
+    "turn": ("prompt", None),
+}
+
+
+@pytest.mark.parametrize("what", list(_BAD_FIELDS))
+def test_a_record_with_a_bad_field_is_a_store_error_naming_record_and_field(
+    backend: Backend, store: HistoryStore, what: str
+) -> None:
+    store.put_engine(EngineRecord(name="eng", version="v1", spec={}, created_at=1.0))
+    store.put_session(session_record())
+    store.put_turn(TurnRecord(session_id="s1", turn=1, prompt="p", started_at=1.0))
+    field, value = _BAD_FIELDS[what]
+    [stored] = backend.read_raw(what)
+    broken = json.dumps({**json.loads(stored), field: value}).encode()
+    backend.write_raw(what, broken)
+
+    with pytest.raises(StoreError) as caught:
+        _READS[what](store)
+    message = str(caught.value)
+    assert f"is corrupt ({field}: " in message
+    assert ("s1" if what != "engine" else "eng") in message  # names the record …
+    assert "nothing was changed" in message
+    assert "pydantic" not in message and "Traceback" not in message  # … in our words
+    assert backend.read_raw(what) == [broken]  # left as found
+
+
+def test_a_stored_event_that_is_not_an_event_is_a_store_error(backend: Backend, store: HistoryStore) -> None:
+    store.append_events("s1", 1, [ev(1, 0, "x")])
+    bad = {"type": "message", "seq": 0}  # no text
+    backend.write_raw(
+        "events", json.dumps({"seq": 0, "event": bad} if backend.kind == "gcs" else bad).encode()
+    )
+    with pytest.raises(
+        StoreError, match=r"event.* is corrupt \(message\.text: Field required\); nothing was changed"
+    ):
+        store.read_events("s1")
 
 
 @pytest.mark.parametrize("what", list(_READS))

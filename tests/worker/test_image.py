@@ -134,7 +134,7 @@ async def test_the_image_serves_a_turn(
         try:
             [turn] = history.list_turns(sid)
             assert turn.result is not None and turn.result.text == "done in the image"
-            assert [e["type"] for e in history.read_events(sid)][-1] == "result"
+            assert [e.type for e in history.read_events(sid)][-1] == "result"
         finally:
             history.close()
         container.stop(timeout=20)  # SIGTERM: the worker exits 0

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 
 from harness_run.errors import InfrastructureError, SessionBusyError, UsageError
+from harness_run.events import ToolUseEvent, parse_event
 from harness_run.runtime.remote import TurnRequest, WorkerClient
 from harness_run.store import HistoryStore
 from harness_run.testing import ScriptedModel, error, shell, text
@@ -109,8 +110,8 @@ async def test_a_turn_streams_events_and_a_stored_result(
     # the result was stored before it was served: the store has every event, once, and the records
     store = read_store(store_url)
     stored = store.read_events(sid, 1)
-    assert [e["seq"] for e in stored] == [e["seq"] for e in events]
-    assert stored == events
+    assert [e.seq for e in stored] == [e["seq"] for e in events]
+    assert stored == [parse_event(e) for e in events]  # the same typed events as were streamed
     [record] = store.list_turns(sid)
     assert record.prompt == "make a file"
     assert record.result is not None and record.result.text == "all done"
@@ -132,9 +133,9 @@ async def test_events_are_flushed_during_the_turn_and_the_stream_resumes_exactly
         info = await client.start_turn(turn(sid, "sleep a bit", model))
         # mid-turn: the tool call is in the store before the turn ends (flushed within 0.5 s)
         stored = await wait_for(
-            lambda: [e for e in store.read_events(sid, 1) if e["type"] == "tool_use"], what="a flush"
+            lambda: [e for e in store.read_events(sid, 1) if isinstance(e, ToolUseEvent)], what="a flush"
         )
-        assert marker in stored[0]["input"]["command"]
+        assert marker in stored[0].input["command"]
         assert store.list_turns(sid) == []  # not finished yet
 
         # a raw SSE read of the first two events, then the connection is dropped
@@ -160,7 +161,7 @@ async def test_events_are_flushed_during_the_turn_and_the_stream_resumes_exactly
                 body = (await resp.read()).decode()
             ids = [int(line[4:]) for line in body.splitlines() if line.startswith("id: ")]
             assert ids == list(range(4, len(everything)))
-    assert store.read_events(sid, 1) == everything
+    assert store.read_events(sid, 1) == [parse_event(e) for e in everything]
 
 
 async def test_the_same_turn_id_is_idempotent_and_a_second_turn_gets_409(
@@ -306,7 +307,7 @@ async def test_another_worker_resumes_the_session_natively_from_the_store(
     assert "first prompt alpha" in texts and "turn one answer" in texts and "second prompt bravo" in texts
     store = read_store(gcs_store_url)
     assert [t.turn for t in store.list_turns(sid)] == [1, 2]
-    assert [e["turn"] for e in store.read_events(sid)][-1] == 2
+    assert [e.turn for e in store.read_events(sid)][-1] == 2
 
 
 async def test_a_turn_number_that_is_not_next_is_refused(
@@ -348,7 +349,7 @@ async def test_secret_values_never_reach_logs_events_or_errors(
     assert tool_output and "token=***" in json.dumps(tool_output)
     assert CANARY not in raw and "scripted-dummy-key" not in raw
     assert CANARY not in str(caught.value)
-    stored = json.dumps(read_store(sqlite_url).read_events(sid))
+    stored = "".join(e.model_dump_json() for e in read_store(sqlite_url).read_events(sid))
     assert CANARY not in stored and "scripted-dummy-key" not in stored
     assert worker.stop() == 0
     assert CANARY not in worker.log and "scripted-dummy-key" not in worker.log
@@ -404,6 +405,6 @@ async def test_a_worker_that_dies_mid_turn_gives_the_client_a_clear_error(
     assert "could not re-connect" in str(caught.value)
     assert "tool_use" in seen
     # history up to the failure is in the store
-    stored = [e["type"] for e in read_store(sqlite_url).read_events(sid, 1)]
+    stored = [e.type for e in read_store(sqlite_url).read_events(sid, 1)]
     assert stored[:1] == ["user"] and "tool_use" in stored
     await asyncio.sleep(2.5)  # the orphaned CLI's sleep ends; it exits on its closed pipes

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
-from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
+from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
@@ -70,7 +70,7 @@ def _warm_up() -> None:
         events.RunResult,
         events.ResultEvent,
         events.MessageEvent,
-        events.StatusEvent,
+        events.StartedEvent,
         events.ToolUseEvent,
         events.ToolResultEvent,
         events.UserEvent,
@@ -160,8 +160,7 @@ class LocalEngine:
             run.emit(redact_event(event, forms))
 
         started = time.monotonic()
-        record = session.record
-        record.status = "running"
+        record = session.record = session.record.model_copy(update={"status": "running"})
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
         driver = get_driver(spec.harness)
         paths = self._workspaces.paths(session.session_id)
@@ -169,9 +168,7 @@ class LocalEngine:
         process: TurnProcess | None = None
         try:
             await self._ensure_workspace(session, spec, paths, secrets, emit, driver)
-            bin_dir = await self._workspaces.package_env(
-                spec, lambda s, d: emit(StatusEvent(status=s, detail={"step": d}))
-            )
+            bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
             env = agent_env(
                 spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else []
             )
@@ -260,11 +257,10 @@ class LocalEngine:
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
         )
-        events = [e.model_dump(mode="json") for e in run.events[run.flushed :]]
-        await asyncio.to_thread(self._persist, session.record, turn, events)
+        await asyncio.to_thread(self._persist, session.record, turn, run.events[run.flushed :])
         return result
 
-    def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[dict[str, Any]]) -> None:
+    def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
         self.store.put_turn(turn)
         self.store.put_session(record)
@@ -311,7 +307,7 @@ class LocalEngine:
         record = session.record
         snap = record.snapshot
         if not paths.workspace.exists() and snap is not None and snap.workspace:
-            emit(StatusEvent(status="setup", detail={"step": "restoring the workspace from the checkpoint"}))
+            emit(SetupEvent(step="restoring the workspace from the checkpoint"))
             data = self.store.get_blob(snap.workspace)
             if data is not None:
                 await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
@@ -323,10 +319,10 @@ class LocalEngine:
             paths,
             env,
             secrets,
-            lambda s, d: emit(StatusEvent(status=s, detail={"step": d})),
+            lambda _s, d: emit(SetupEvent(step=d)),
             driver.skills_dir(paths.workspace, paths.home),
         )
-        record.workspace_ready = True
+        session.record = session.record.model_copy(update={"workspace_ready": True})
 
     async def _restore_native(self, session: Session, driver: HarnessDriver, ctx: TurnContext) -> None:
         snap = session.record.snapshot

@@ -109,7 +109,7 @@ class WorkerEngine:
                 ) from None
             turn = record.turns + 1
             first = self.store.read_events(session_id, turn)
-            prompt = next((str(e.get("text", "")) for e in first if e.get("type") == "user"), "")
+            prompt = next((e.text for e in first if isinstance(e, UserEvent)), "")
             run = Run(session_id, turn, prompt or "(re-attached)")
             session.attach(run)
             run.start(self._follow(session, run))
@@ -343,8 +343,7 @@ class WorkerEngine:
         from harness_run.runtime.local import turn_settings
 
         sid = session.session_id
-        events = [e.model_dump(mode="json") for e in run.events]
-        self.store.append_events(sid, run.turn, events)  # idempotent: the worker's copies win
+        self.store.append_events(sid, run.turn, run.events)  # idempotent: the worker's copies win
         current = self.store.get_session(sid)
         if current is not None and current.turns >= run.turn:
             return current  # the worker finished the turn after all: its records stand
@@ -392,9 +391,9 @@ class WorkerEngine:
         spec = effective_spec(self.spec, session.config)
         while run.result is None:
             events = await asyncio.to_thread(self.store.read_events, sid, run.turn, after_seq=after)
-            for raw in events:
-                after = max(after, int(raw.get("seq", after + 1)))
-                run.emit(parse_event(raw))
+            for event in events:
+                after = max(after, event.seq)
+                run.emit(event)
             if run.result is not None:
                 break
             now = time.monotonic()
