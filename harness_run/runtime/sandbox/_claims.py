@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.remote import Claim, HeldClaims
-from harness_run.runtime.sandbox._kube import Kube, Obj
+from harness_run.runtime.sandbox._kube import Kube, Obj, as_list, as_obj
 from harness_run.vocab import k8s
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
@@ -36,27 +36,25 @@ ROUTER_HEADER = "X-Sandbox-ID"
 def claim_ready(obj: Obj | None) -> bool:
     if obj is None:
         return True  # deleted: stop watching (the caller sees None)
-    status = obj.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
-    return ready and bool((status.get("sandbox") or {}).get("name"))
+    status = as_obj(obj.get("status"))
+    conditions = [as_obj(c) for c in as_list(status.get("conditions"))]
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and bool(as_obj(status.get("sandbox")).get("name"))
 
 
 def worker_address(claim: Obj, sandbox: Obj | None) -> str:
     """``http://<pod IP>:<port>`` from the claim's status (else the Sandbox's) and the port annotation."""
-    status = claim.get("status") or {}
-    ips = list((status.get("sandbox") or {}).get("podIPs") or [])
-    box_meta = (sandbox or {}).get("metadata") or {}
+    ips = as_list(as_obj(as_obj(claim.get("status")).get("sandbox")).get("podIPs"))
+    box_meta = as_obj(as_obj(sandbox).get("metadata"))
     if not ips:
-        ips = list(((sandbox or {}).get("status") or {}).get("podIPs") or [])
+        ips = as_list(as_obj(as_obj(sandbox).get("status")).get("podIPs"))
     if not ips:
         raise InfrastructureError(
             f"sandbox claim {claim['metadata']['name']} is Ready but reports no pod IP; "
             "the Agent Sandbox controller may be too old (needs status.sandbox.podIPs)",
             retryable=True,
         )
-    port = (box_meta.get("annotations") or {}).get(k8s.ANNOTATION_WORKER_PORT) or str(k8s.WORKER_PORT)
+    port = as_obj(box_meta.get("annotations")).get(k8s.ANNOTATION_WORKER_PORT) or k8s.WORKER_PORT
     host = str(ips[0])
     if ":" in host:  # IPv6
         host = f"[{host}]"
@@ -185,7 +183,7 @@ class ClaimPool(HeldClaims):
     async def session_claims(self, session_id: str) -> list[Obj]:
         """Every claim (of any process) labelled with this session, oldest first."""
         items = await asyncio.to_thread(self.kube.list, k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id})
-        return sorted(items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
+        return sorted(items, key=lambda o: str(as_obj(o.get("metadata")).get("creationTimestamp") or ""))
 
     async def has_sandbox(self, session_id: str) -> bool:
         return bool(await self.session_claims(session_id))
@@ -204,7 +202,7 @@ class ClaimPool(HeldClaims):
             return None  # the API server hiccuped; the event stream decides
         if obj is None:
             return "was deleted"
-        for cond in (obj.get("status") or {}).get("conditions") or []:
+        for cond in map(as_obj, as_list(as_obj(obj.get("status")).get("conditions"))):
             if cond.get("type") == "Ready" and cond.get("status") != "True":
                 why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
                 return f"stopped being Ready ({why or 'no reason given'})"

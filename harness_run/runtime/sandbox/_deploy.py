@@ -16,7 +16,7 @@ from typing import Any
 from harness_run.compiler import BuildPlan, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
 from harness_run.runtime.sandbox._engine import SandboxEngine
-from harness_run.runtime.sandbox._kube import Kube, load_api_client
+from harness_run.runtime.sandbox._kube import Kube, as_obj, load_api_client
 from harness_run.runtime.sandbox._progress import Progress
 from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
@@ -208,10 +208,10 @@ def _push(client: Any, image: str) -> None:
 
     repository, _, tag = image.rpartition(":")
     try:
-        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
-            if isinstance(chunk, dict) and ("error" in chunk or "errorDetail" in chunk):
-                detail = chunk.get("errorDetail") or {}
-                message = str(chunk.get("error") or detail.get("message") or chunk)
+        for raw in client.api.push(repository, tag=tag, stream=True, decode=True):
+            chunk = as_obj(raw)
+            if "error" in chunk or "errorDetail" in chunk:
+                message = str(chunk.get("error") or as_obj(chunk.get("errorDetail")).get("message") or chunk)
                 raise BuildError(
                     f"pushing {image} failed: {message}; check the registry and its credentials "
                     "(`gcloud auth configure-docker <location>-docker.pkg.dev`)",
@@ -226,7 +226,7 @@ def _push(client: Any, image: str) -> None:
 
 def _wait_pool(kube: Kube, pool: str, replicas: int, timeout: float) -> None:
     def ready(obj: dict[str, Any] | None) -> bool:
-        status = (obj or {}).get("status") or {}
+        status = as_obj(as_obj(obj).get("status"))
         return obj is None or int(status.get("readyReplicas") or 0) >= replicas
 
     try:

@@ -12,14 +12,28 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.vocab import k8s
 
-__all__ = ["Kube", "KubeStatus", "load_api_client"]
+__all__ = ["Kube", "KubeStatus", "Obj", "as_list", "as_obj", "load_api_client"]
 
 Obj = dict[str, Any]
+"""A Kubernetes object (or any JSON object in one) as the API sends it."""
+
+
+def as_obj(value: object) -> Obj:
+    """``value`` if it is a JSON object, else ``{}``: a typed step into an API object's fields
+    (``as_obj(as_obj(claim.get("status")).get("sandbox")).get("name")``)."""
+    return cast(Obj, value) if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[Any]:
+    """``value`` if it is a JSON array, else ``[]``."""
+    return cast(list[Any], value) if isinstance(value, list) else []
+
+
 _KINDS: dict[str, k8s.Kind] = {
     kind.kind: kind
     for kind in (
@@ -52,11 +66,12 @@ def load_api_client(api_client: Any = None) -> Any:
         raise UsageError(
             "the sandbox runtime needs the kubernetes client: pip install 'harness-run[sandbox]'"
         ) from None
+    loader: Any = config  # the client's config loaders are untyped
     try:
         if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-            config.load_incluster_config()
+            loader.load_incluster_config()
             return client.ApiClient()
-        return config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
+        return loader.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
     except Exception as exc:
         raise UsageError(
             f"no Kubernetes cluster configured ({exc}); set KUBECONFIG (e.g. after "
@@ -114,9 +129,9 @@ class Kube:
             resp = self.api.call_api(*params, _request_timeout=timeout)
             resp.read()
         except ApiException as exc:
-            raise KubeStatus(
-                f"{method} {path}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)
-            ) from None
+            status: int | None = getattr(exc, "status", None)  # untyped fields of the client
+            reason: str | None = getattr(exc, "reason", None)
+            raise KubeStatus(f"{method} {path}: HTTP {status} {reason}", int(status or 0)) from None
         except Exception as exc:
             raise InfrastructureError(
                 f"the Kubernetes API at {self.server} is unreachable ({type(exc).__name__}: {exc}); "
@@ -184,13 +199,13 @@ class Kube:
     def list(self, kind: k8s.Kind, labels: Mapping[str, str] | None = None) -> list[Obj]:
         query = [("labelSelector", _selector(labels))] if labels else []
         data = self._request("GET", _path(kind, self.namespace), query=query)
-        items = data.get("items") or []
+        items = [as_obj(i) for i in as_list(data.get("items"))]
         wanted = dict(labels or {})
         # filter again: not every API server (or emulator) honours label selectors
         return [
             i
             for i in items
-            if all(((i.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+            if all(as_obj(as_obj(i.get("metadata")).get("labels")).get(k) == v for k, v in wanted.items())
         ]
 
     def wait_for(
@@ -216,8 +231,8 @@ class Kube:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
                 raise TimeoutError(name)
-            version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
-            for event_type, item in self._watch(kind, name, version, min(left, 30)):
+            version = as_obj(as_obj(obj).get("metadata")).get("resourceVersion")
+            for event_type, item in self._watch(kind, name, str(version or "") or None, min(left, 30)):
                 obj = None if event_type == "DELETED" else item
                 if ready(obj) or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                     break
@@ -237,9 +252,9 @@ class Kube:
         }
         if version:
             kwargs["resource_version"] = str(version)
-        w = watch.Watch()
+        w: Any = watch.Watch()  # untyped: its events are plain dicts
         try:
-            stream: Iterator[Any] = w.stream(
+            stream: Iterator[object] = w.stream(
                 api.list_namespaced_custom_object,
                 kind.group,
                 kind.version,
@@ -247,15 +262,11 @@ class Kube:
                 kind.plural,
                 **kwargs,
             )
-            for event in stream:
-                if not isinstance(event, dict):
-                    continue
-                raw = event.get("raw_object") or event.get("object")
-                if not isinstance(raw, dict):
-                    continue
-                item: Obj = raw  # pyright: ignore[reportUnknownVariableType]
-                if (item.get("metadata") or {}).get("name") != name:
-                    continue  # an API server that ignores field selectors
+            for raw_event in stream:
+                event = as_obj(raw_event)
+                item = as_obj(event.get("raw_object") or event.get("object"))
+                if not item or as_obj(item.get("metadata")).get("name") != name:
+                    continue  # not an object event, or an API server that ignores field selectors
                 yield str(event.get("type")), item
         except Exception:
             return  # the caller re-reads and watches again
