@@ -86,6 +86,11 @@ class TurnBackend(Protocol):
     spec: AgentSpec
     store: HistoryStore
 
+    @property
+    def closed(self) -> bool:
+        """True once the engine is closed: its sessions refuse new turns and commands."""
+        ...
+
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         """The turn's coroutine; may raise synchronously to refuse the turn (e.g. SessionBusyError
         when another client holds it), before anything starts."""
@@ -202,6 +207,7 @@ class Session:
             )
         if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("the prompt must be a non-empty string")
+        self._check_open()
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -244,9 +250,18 @@ class Session:
         if self._current is not None and not self._current.done:
             return
         if record is None:
+            self._check_open()
             record = self._backend.store.get_session(self.session_id)
         if record is not None and record.session_id == self.session_id:
             self._record = record
+
+    def _check_open(self) -> None:
+        if self._backend.closed:
+            raise UsageError(
+                f"the engine of session {self.session_id} is closed; get the engine again "
+                "(local.get_engine / sandbox.get_engine) and re-attach with "
+                f"engine.get_session({self.session_id!r})"
+            )
 
     def send(
         self,
@@ -314,15 +329,18 @@ class Session:
             raise UsageError("exec() needs a non-empty shell command string")
         if timeout <= 0 or max_output < 0:
             raise UsageError("exec() needs timeout > 0 and max_output >= 0")
+        self._check_open()
         resolved = check_secrets(self._backend.spec, secrets) if secrets else {}
         return await self._backend.execute_command(self, command, resolved, timeout, max_output=max_output)
 
     def history(self) -> list[TurnRecord]:
         """Every finished turn: prompt, effective settings (no secrets), result."""
+        self._check_open()
         return self._backend.store.list_turns(self.session_id)
 
     def events(self, turn: int | None = None) -> list[AgentEvent]:
         """The stored event log (all turns, or one)."""
+        self._check_open()
         return [parse_event(e) for e in self._backend.store.read_events(self.session_id, turn)]
 
     def __repr__(self) -> str:

@@ -16,23 +16,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
+from harness_run.errors import HarnessRunError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, StatusEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
+from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
-from harness_run.runtime._session import (
-    DEFAULT_EXEC_OUTPUT,
-    ExecResult,
-    Session,
-    TurnOutcome,
-    TurnPlan,
-    create_session,
-)
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec, SessionConfig
+from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
@@ -92,8 +86,10 @@ def _warm_up() -> None:
         model.model_rebuild(force=True)
 
 
-class LocalEngine:
-    """An agent deployed on this machine. Sessions live under ``workdir``; history in its store."""
+class LocalEngine(EngineBase):
+    """An agent deployed on this machine (an :class:`~harness_run.runtime.Engine`): each turn is a
+    harness CLI subprocess in a per-session workspace under ``workdir``; history in its store (the
+    workdir's SQLite store unless ``store`` is given; a given store is the caller's to close)."""
 
     def __init__(
         self,
@@ -108,53 +104,37 @@ class LocalEngine:
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
+        super().__init__(owns_store=store is None)
         self.spec = spec
         self.workdir = Path(workdir) if workdir is not None else default_workdir()
-        self.store: HistoryStore = store if store is not None else SqliteStore(self.workdir)
+        self.store = store if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env
         self._workspaces = Workspaces(self.workdir)
-        self._sessions: dict[str, Session] = {}
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+    def __repr__(self) -> str:
+        return f"<LocalEngine {self.name} version={self.version} workdir={self.workdir}>"
 
     # --- sessions -----------------------------------------------------------------------------
 
-    def start_session(
-        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
-    ) -> Session:
-        """A new session. ``config`` overlays the spec for every turn of this session."""
-        session = create_session(self, self.name, self.version, config, session_id)
-        self._sessions[session.session_id] = session
-        return session
-
     def get_session(self, session_id: str) -> Session:
         """Re-attach to a session from its stored history (works from any process)."""
-        if session_id in self._sessions:
-            return self._sessions[session_id]
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} in engine {self.name!r} (store at "
-                f"{self.workdir}); list them with engine.list_sessions()"
-            )
-        config = SessionConfig.from_dict(record.config) if record.config else None
+        self._check_open()
+        held = self._sessions.get(session_id)
+        if held is not None:
+            return held
+        record = self._stored_session(session_id, f"in the store at {self.workdir}")
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
-        session = Session(self, record, config)
-        self._sessions[session_id] = session
-        return session
-
-    def list_sessions(self) -> list[SessionRecord]:
-        return self.store.list_sessions(self.name)
+        return self._adopt(record)
 
     def versions(self) -> list[EngineRecord]:
+        """Every version of this engine in the workdir's store (any isolation), oldest first."""
+        self._check_open()
         return self.store.list_engines(self.name)
 
     # --- turns --------------------------------------------------------------------------------
@@ -397,9 +377,6 @@ class LocalEngine:
             max_output=max_output,
             secret_values=secret_forms(secret_values(secrets)),
         )
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def turn_settings(spec: AgentSpec) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``WorkerEngine``: sessions whose turns run on the in-image worker, in sandboxes from a provider.
 
-The engine is its sessions' :class:`~harness_run.runtime._session.TurnBackend`: ``Session``
-(runtime-neutral) calls
+The engine is an :class:`~harness_run.runtime.Engine` and its sessions'
+:class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral) calls
 ``execute_turn``, which reserves the turn in the store (exactly one client wins), acquires a sandbox
 from its :class:`~harness_run.runtime.remote._provider.SandboxProvider` (a warm-pool claim on Agent
 Sandbox, a local container, or the session's held one), starts the turn on the worker and mirrors
@@ -20,20 +20,14 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.compiler import SHORT_DIGEST_LEN
-from harness_run.errors import HarnessRunError, InfrastructureError, SessionNotFoundError, UsageError, redact
+from harness_run.errors import HarnessRunError, InfrastructureError, UsageError, redact
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
+from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
-from harness_run.runtime._session import (
-    DEFAULT_EXEC_OUTPUT,
-    ExecResult,
-    Session,
-    TurnOutcome,
-    TurnPlan,
-    create_session,
-)
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.security import redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec, SessionConfig
+from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
@@ -51,19 +45,30 @@ _SANDBOX_POLL = 1.0
 _GRACE = 2.0
 
 
-class WorkerEngine:
-    """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``."""
+class WorkerEngine(EngineBase):
+    """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``.
+
+    Closing it stops this process's running turns (the worker stores them, interrupted) and
+    releases every sandbox this process holds; a store it was given stays open (``owns_store``:
+    the engine opened it, so it closes it too)."""
 
     runtime = "sandbox"
     """The ``EngineRecord.runtime`` of this engine's versions."""
 
-    def __init__(self, record: EngineRecord, *, store: HistoryStore, claims: SandboxProvider) -> None:
+    def __init__(
+        self,
+        record: EngineRecord,
+        *,
+        store: HistoryStore,
+        claims: SandboxProvider,
+        owns_store: bool = False,
+    ) -> None:
+        super().__init__(owns_store=owns_store)
         self.record = record
         self.spec = AgentSpec.from_dict(record.spec)
         self.store = store
         self.version = record.version
         self.claims = claims
-        self._sessions: dict[str, Session] = {}
 
     @property
     def name(self) -> str:
@@ -74,33 +79,16 @@ class WorkerEngine:
 
     # --- sessions ---------------------------------------------------------------------------------
 
-    def start_session(
-        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
-    ) -> Session:
-        """A new session; its record goes to the store now (any process can re-attach to it)."""
-        session = create_session(self, self.name, self.version, config, session_id)
-        self._sessions[session.session_id] = session
-        return session
-
     def get_session(self, session_id: str) -> Session:
         """Re-attach to a session from the store, from any process. If one of its turns is running
         (in a sandbox, started by any client), ``session.current_run`` follows it to its result."""
+        self._check_open()
         held = self._sessions.get(session_id)
         if held is not None and held.current_run is not None and not held.current_run.done:
             return held  # its turn runs (or is followed) here
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} of engine {self.name!r} in the history store; list them "
-                "with engine.list_sessions(), or check that store= names the store it was deployed with"
-            )
-        if held is not None:
-            session = held  # refreshed: another client may have run turns since
-            session.refresh(record)
-        else:
-            config = SessionConfig.from_dict(record.config) if record.config else None
-            session = Session(self, record, config)
-            self._sessions[session_id] = session
+        hint = "in the history store (check that store= names the store it was deployed with)"
+        record = self._stored_session(session_id, hint)
+        session = self._adopt(record)  # a held one is refreshed: another client may have run turns
         if record.status == "running":
             try:
                 asyncio.get_running_loop()
@@ -116,16 +104,16 @@ class WorkerEngine:
             session.attach(run, self._follow(session, run))
         return session
 
-    def list_sessions(self) -> list[SessionRecord]:
-        return self.store.list_sessions(self.name)
-
     def versions(self) -> list[EngineRecord]:
         """Every deployed version of this engine in the store, oldest first."""
+        self._check_open()
         return [e for e in self.store.list_engines(self.name) if e.runtime == self.runtime]
 
-    async def aclose(self) -> None:
-        """Release every sandbox this process holds (idle claims are released by themselves)."""
+    async def _release(self) -> None:
         await self.claims.close()
+
+    def _release_now(self) -> None:
+        self.claims.release_now()
 
     # --- turns (TurnBackend) ---------------------------------------------------------------------
 
