@@ -196,10 +196,11 @@ class Session:
         an id this session already took returns that turn's Run, nothing is started again.
 
         Raises SessionBusyError while a turn runs, SpecError for a bad config, UsageError for
-        missing or undeclared secrets — before anything starts.
+        missing or undeclared secrets, or once the engine is closed — before anything starts.
         """
         if message_id is not None and message_id in self._messages:
             return self._messages[message_id]
+        self._check_open()
         if self._current is not None and not self._current.done:
             raise SessionBusyError(
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
@@ -207,7 +208,6 @@ class Session:
             )
         if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("the prompt must be a non-empty string")
-        self._check_open()
         try:
             asyncio.get_running_loop()
         except RuntimeError:
