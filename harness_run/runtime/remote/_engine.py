@@ -49,8 +49,8 @@ class WorkerEngine(EngineBase):
     """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``.
 
     Closing it stops this process's running turns (the worker stores them, interrupted) and
-    releases every sandbox this process holds; a store it was given stays open (``owns_store``:
-    the engine opened it, so it closes it too)."""
+    releases every sandbox this process holds; its store is closed too when ``owns_store`` (the
+    engine's deployer opened it for the engine), else it stays open for its owner."""
 
     runtime = "sandbox"
     """The ``EngineRecord.runtime`` of this engine's versions."""
