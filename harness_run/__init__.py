@@ -1,8 +1,11 @@
 """harness-run: run coding agents (Claude Code, Codex, OpenCode) locally and on Agent Sandbox.
 
 The runtimes are submodules (``from harness_run import local``); they import their heavier
-dependencies only when used.
+dependencies only when used. ``Engine``, ``Session``, ``Run`` and ``RunResult`` are imported on
+first use, so ``import harness_run`` stays light.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from harness_run.errors import (
     HarnessRunError,
@@ -25,21 +28,46 @@ from harness_run.spec import (
 )
 from harness_run.vocab.version import __version__
 
+if TYPE_CHECKING:
+    from harness_run.events import RunResult
+    from harness_run.runtime import Engine, Run, Session
+
+# the definition
 __all__ = [
     "AgentSpec",
-    "HarnessRunError",
-    "InfrastructureError",
     "McpServer",
     "Network",
     "RepoSource",
     "Resources",
-    "RunError",
     "Secret",
-    "SessionConfig",
     "SkillSource",
-    "SpecError",
     "SystemPrompt",
-    "TurnConfig",
-    "UsageError",
-    "__version__",
 ]
+# its overlays, per session and per turn
+__all__ += ["SessionConfig", "TurnConfig"]
+# Engine -> Session -> Run (imported on first use)
+__all__ += ["Engine", "Run", "RunResult", "Session"]
+# errors
+__all__ += ["HarnessRunError", "InfrastructureError", "RunError", "SpecError", "UsageError"]
+__all__ += ["__version__"]
+
+_LAZY = {
+    "Engine": "harness_run.runtime",
+    "Run": "harness_run.runtime",
+    "Session": "harness_run.runtime",
+    "RunResult": "harness_run.events",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'harness_run' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

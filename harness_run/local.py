@@ -13,48 +13,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal
 
 from harness_run.errors import UsageError
 from harness_run.events import RunResult
+from harness_run.runtime import Engine
 from harness_run.runtime.local import LocalEngine, default_workdir
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
 from harness_run.store import SqliteStore
 
-if TYPE_CHECKING:
-    from harness_run.runtime.container import ContainerEngine
-
-__all__ = ["LocalEngine", "deploy", "get_engine", "run"]
+__all__ = ["Engine", "LocalEngine", "deploy", "get_engine", "run"]
 
 _ISOLATIONS = ("process", "container")
-
-
-@overload
-def deploy(
-    spec: AgentSpec,
-    *,
-    workdir: str | Path | None = None,
-    claude_binary: str | None = None,
-    codex_binary: str | None = None,
-    opencode_binary: str | None = None,
-    isolation: Literal["process"] = "process",
-) -> LocalEngine: ...
-
-
-@overload
-def deploy(
-    spec: AgentSpec,
-    *,
-    workdir: str | Path | None = None,
-    isolation: Literal["container"],
-    base_image: str | None = None,
-    docker_client: Any = None,
-    network_mode: str = "host",
-    ca_files: Sequence[str | Path] = (),
-    idle_ttl: float = 60.0,
-    labels: Mapping[str, str] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ContainerEngine: ...
 
 
 def deploy(
@@ -72,16 +42,18 @@ def deploy(
     idle_ttl: float = 60.0,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
-) -> LocalEngine | ContainerEngine:
-    """An engine for ``spec`` on this machine.
+) -> Engine:
+    """An :class:`~harness_run.Engine` for ``spec`` on this machine (close it with ``async with``,
+    ``with``, ``await engine.aclose()`` or ``engine.close()``).
 
     ``isolation="process"`` (default): each turn is a harness CLI subprocess in a per-session
-    workspace under ``workdir``. ``isolation="container"``: ``spec`` is compiled into an image (built
-    on the Docker engine, ``docker_client`` or ``DOCKER_HOST``, unless that tag exists locally; on
-    ``base_image`` with the extra ``ca_files``, built with ``network_mode``) and each session runs in
-    its own container of it, through the in-image worker as on Agent Sandbox; the containers use
-    ``network_mode`` (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are
-    removed after ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
+    workspace under ``workdir`` (``claude_binary``/``codex_binary``/``opencode_binary`` override the
+    CLIs). ``isolation="container"``: ``spec`` is compiled into an image (built on the Docker engine,
+    ``docker_client`` or ``DOCKER_HOST``, unless that tag exists locally; on ``base_image`` with the
+    extra ``ca_files``, built with ``network_mode``) and each session runs in its own container of
+    it, through the in-image worker as on Agent Sandbox; the containers use ``network_mode``
+    (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are removed after
+    ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
     """
     if isolation == "container":
         from harness_run.runtime.container import deploy_container
@@ -116,22 +88,25 @@ def get_engine(
     version: str | None = None,
     docker_client: Any = None,
     idle_ttl: float = 60.0,
-) -> LocalEngine | ContainerEngine:
-    """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process): a
-    :class:`ContainerEngine` when that was deployed with ``isolation="container"`` (on
+) -> Engine:
+    """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process), or its
+    ``version`` (a digest); in containers when that was deployed with ``isolation="container"`` (on
     ``docker_client``, default ``DOCKER_HOST``; nothing is built)."""
     root = Path(workdir) if workdir is not None else default_workdir()
-    store = SqliteStore(root)
-    record = store.get_engine(name, version)
+    lookup = SqliteStore(root)
+    try:
+        record = lookup.get_engine(name, version)
+        known = sorted({e.name for e in lookup.list_engines()}) if record is None else []
+    finally:
+        lookup.close()
     if record is None:
-        known = sorted({e.name for e in store.list_engines()})
         raise UsageError(f"no engine named {name!r} in {root}; deployed engines: {known or 'none'}")
     if record.runtime == "container":
         from harness_run.runtime.container import docker_client as client_of
         from harness_run.runtime.container import engine_for, share_store
 
         return engine_for(record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl)
-    return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, store=store)
+    return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root)
 
 
 def run(
@@ -146,11 +121,8 @@ def run(
     """One turn from synchronous code: deploy, start a session, run, return the result."""
 
     async def _main() -> RunResult:
-        engine = deploy(spec, workdir=workdir)
-        try:
+        async with deploy(spec, workdir=workdir) as engine:
             return await engine.start_session(session_config).run(prompt, secrets=secrets, config=config)
-        finally:
-            engine.close()
 
     try:
         asyncio.get_running_loop()

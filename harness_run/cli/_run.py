@@ -95,6 +95,7 @@ def _demo(args: argparse.Namespace) -> int:
 async def _demo_turn(args: argparse.Namespace) -> int:
     from harness_run import AgentSpec, local
     from harness_run.cli._view import EventView
+    from harness_run.runtime.local import default_workdir
     from harness_run.testing import ScriptedModel, shell, text, write_file
 
     spec = AgentSpec(
@@ -127,7 +128,8 @@ async def _demo_turn(args: argparse.Namespace) -> int:
         result = await run
         view.result(result)
         if not args.json:
-            workspace = engine.workdir / "sessions" / session.session_id / "workspace"
+            workdir = Path(args.workdir) if args.workdir else default_workdir()
+            workspace = workdir / "sessions" / session.session_id / "workspace"
             print(f"workspace: {workspace}")
             print(f"history:   harness-run history {session.session_id}")
         return 1 if result.is_error else 0

@@ -1,9 +1,11 @@
 """Engine -> Session -> Run over one turn path, with the runtimes side by side: ``local`` (harness
 subprocesses on this host), ``container`` (a Docker container per session) and ``sandbox`` (Agent
-Sandbox claims), the last two through the in-image worker's client in ``remote``."""
+Sandbox claims), the last two through the in-image worker's client in ``remote``. Every runtime's
+engine is an :class:`Engine`."""
 
+from harness_run.runtime._engine import Engine
 from harness_run.runtime._process import kill_tree
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
 
-__all__ = ["ExecResult", "Run", "RunStatus", "Session", "kill_tree"]
+__all__ = ["Engine", "ExecResult", "Run", "RunStatus", "Session", "kill_tree"]

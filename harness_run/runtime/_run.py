@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
@@ -57,6 +58,22 @@ class Run:
         called at most once per message id (``Run.steer`` drops duplicates)."""
         self._interrupt, self._steer = interrupt, steer
 
+    async def stop(self, grace: float) -> None:
+        """End the turn for good and wait until it has (``engine.aclose()``): interrupt it, or cancel
+        it when it cannot be interrupted (still preparing, or followed from another process) or has
+        not ended ``grace`` seconds after the interrupt. Only a turn of the running event loop can be
+        stopped; another loop's is left alone."""
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            return
+        if self._interrupt is not None and not self.done:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._interrupt(), grace)
+            await asyncio.wait({task}, timeout=grace)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
     def emit(self, event: AgentEvent) -> AgentEvent:
         """Number, time-stamp and publish an event to iterators."""
         event = event.model_copy(update={"seq": len(self._events), "turn": self.turn, "ts": time.time()})
@@ -90,9 +107,17 @@ class Run:
         return list(self._events)
 
     async def wait(self) -> RunResult:
-        if self._task is None:
+        """The result, once the turn has ended (what ``await run`` does)."""
+        task = self._task
+        if task is None:
             raise RuntimeError("this run was never started")
-        return await self._task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and self._result is not None and not (current and current.cancelling()):
+                return self._result  # the turn was cancelled by someone else (engine.aclose()): its result
+            raise
 
     def __await__(self) -> Generator[Any, None, RunResult]:
         return self.wait().__await__()

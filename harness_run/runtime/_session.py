@@ -20,7 +20,15 @@ from harness_run.store import SessionRecord, TurnRecord
 if TYPE_CHECKING:
     from harness_run.store import HistoryStore
 
-__all__ = ["DEFAULT_EXEC_OUTPUT", "ExecResult", "Session", "TurnBackend", "create_session"]
+__all__ = [
+    "DEFAULT_EXEC_OUTPUT",
+    "ExecResult",
+    "Session",
+    "TurnBackend",
+    "TurnOutcome",
+    "TurnPlan",
+    "create_session",
+]
 
 
 DEFAULT_EXEC_OUTPUT = 1024 * 1024
@@ -43,20 +51,50 @@ class ExecResult:
     truncated: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    """One turn as its session has checked it, handed to the backend: computed once per turn."""
+
+    spec: AgentSpec
+    """The effective spec: the engine's spec with the session's and the turn's config applied."""
+    secrets: dict[str, str]
+    """The run's secrets, checked against ``spec`` (plus provider variables from the environment)."""
+    config: TurnConfig | None
+    """The turn's overlay as given (its turn record keeps it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What a backend's turn gives back to its session, which applies it."""
+
+    result: RunResult
+    record: SessionRecord | None
+    """The session's record after the turn, as stored (None: it could not be read back; the session
+    keeps the one it has)."""
+    cancelled: bool = False
+    """The turn's task was cancelled: the session takes the record, then lets the cancellation go on."""
+
+
 class TurnBackend(Protocol):
-    """What a runtime provides to sessions (local processes today, sandboxes next)."""
+    """What a runtime's engine provides to its sessions: turns, commands, the store.
+
+    A turn's coroutine runs it to the end and returns a :class:`TurnOutcome`; it never changes the
+    session (the session applies the outcome). When its task is cancelled it ends the turn (a
+    ``cancelled`` result, stored) and returns the outcome with ``cancelled=True`` instead of raising.
+    """
 
     spec: AgentSpec
     store: HistoryStore
 
-    def execute_turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> Coroutine[Any, Any, RunResult]: ...
+    @property
+    def closed(self) -> bool:
+        """True once the engine is closed: its sessions refuse new turns and commands."""
+        ...
+
+    def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
+        """The turn's coroutine; may raise synchronously to refuse the turn (e.g. SessionBusyError
+        when another client holds it), before anything starts."""
+        ...
 
     async def execute_command(
         self,
@@ -81,12 +119,23 @@ def _as_turn_config(config: TurnConfig | Mapping[str, Any] | None) -> TurnConfig
 
 class Session:
     """One conversation. ``await session.run(prompt)`` runs a turn; ``send`` continues it (or steers
-    the running turn); ``interrupt``, ``exec``, ``history`` and ``events`` are available any time."""
+    the running turn); ``interrupt``, ``exec``, ``history`` and ``events`` are available any time.
 
-    def __init__(self, backend: TurnBackend, record: SessionRecord, config: SessionConfig | None) -> None:
+    The session owns its state: its record changes only by the outcome of its own turns, or when it
+    is re-read from the history store (``refresh``)."""
+
+    def __init__(
+        self,
+        backend: TurnBackend,
+        record: SessionRecord,
+        config: SessionConfig | None,
+        *,
+        spec: AgentSpec | None = None,
+    ) -> None:
         self._backend = backend
-        self.record = record
+        self._record = record
         self.config = config
+        self._spec = spec
         self._current: Run | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self._messages: dict[str, Run] = {}
@@ -95,26 +144,39 @@ class Session:
 
     @property
     def session_id(self) -> str:
-        return self.record.session_id
+        return self._record.session_id
+
+    @property
+    def record(self) -> SessionRecord:
+        """The session's record (turns, status, last result, snapshot) as this process knows it."""
+        return self._record
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec this session runs: the engine's spec with the session's config applied (each
+        turn applies its own config on top)."""
+        if self._spec is None:
+            self._spec = effective_spec(self._backend.spec, self.config)
+        return self._spec
 
     @property
     def harness(self) -> str:
-        return self.record.harness
+        return self._record.harness
 
     @property
     def status(self) -> str:
         """``running`` while a turn runs, else ``idle`` (or the last turn's failure: ``failed``)."""
         if self._current is not None and not self._current.done:
             return "running"
-        return self.record.status
+        return self._record.status
 
     @property
     def stop_reason(self) -> str | None:
-        return self.record.stop_reason
+        return self._record.stop_reason
 
     @property
     def last_result(self) -> RunResult | None:
-        return self.record.last_result
+        return self._record.last_result
 
     @property
     def current_run(self) -> Run | None:
@@ -134,10 +196,11 @@ class Session:
         an id this session already took returns that turn's Run, nothing is started again.
 
         Raises SessionBusyError while a turn runs, SpecError for a bad config, UsageError for
-        missing or undeclared secrets — before anything starts.
+        missing or undeclared secrets, or once the engine is closed — before anything starts.
         """
         if message_id is not None and message_id in self._messages:
             return self._messages[message_id]
+        self._check_open()
         if self._current is not None and not self._current.done:
             raise SessionBusyError(
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
@@ -153,21 +216,52 @@ class Session:
                 "code, or harness_run.local.run(spec, prompt) from plain scripts"
             ) from None
         turn_config = _as_turn_config(config)
-        spec = effective_spec(self._backend.spec, self.config, turn_config)
+        spec = effective_spec(self._backend.spec, self.config, turn_config)  # once per turn
         get_driver(spec.harness).check(spec)  # what the harness cannot honour is refused, not ignored
-        resolved = resolve_secrets(spec, secrets)
-        run = Run(self.session_id, self.record.turns + 1, prompt, message_id)
-        # the backend may refuse synchronously (e.g. another client holds the turn): nothing is set then
-        body = self._backend.execute_turn(self, run, spec, resolved, turn_config)
+        plan = TurnPlan(spec=spec, secrets=resolve_secrets(spec, secrets), config=turn_config)
+        run = Run(self.session_id, self._record.turns + 1, prompt, message_id)
+        try:  # the backend may refuse synchronously: nothing is set then
+            body = self._backend.execute_turn(self, run, plan)
+        except SessionBusyError:
+            self.refresh()  # another client holds the turn: show where the session stands
+            raise
         self._current = run
         self._messages[run.message_id] = run
-        run.start(body)
+        run.start(self._drive(body))
         return run
 
-    def attach(self, run: Run) -> None:
-        """Make ``run`` this session's running turn (runtimes use it when re-attaching to a turn
-        another process started; applications never need it)."""
+    def attach(self, run: Run, body: Coroutine[Any, Any, TurnOutcome]) -> None:
+        """Make ``run``, driven by ``body``, this session's running turn (runtimes use it to follow a
+        turn another process started; applications never need it)."""
         self._current = run
+        run.start(self._drive(body))
+
+    async def _drive(self, body: Coroutine[Any, Any, TurnOutcome]) -> RunResult:
+        outcome = await body
+        if outcome.record is not None:
+            self._record = outcome.record
+        if outcome.cancelled:
+            raise asyncio.CancelledError
+        return outcome.result
+
+    def refresh(self, record: SessionRecord | None = None) -> None:
+        """Re-read the session's record from the history store (another client may have run turns
+        since), or take ``record`` when it was just read. No-op while a turn runs here."""
+        if self._current is not None and not self._current.done:
+            return
+        if record is None:
+            self._check_open()
+            record = self._backend.store.get_session(self.session_id)
+        if record is not None and record.session_id == self.session_id:
+            self._record = record
+
+    def _check_open(self) -> None:
+        if self._backend.closed:
+            raise UsageError(
+                f"the engine of session {self.session_id} is closed; get the engine again "
+                "(local.get_engine / sandbox.get_engine) and re-attach with "
+                f"engine.get_session({self.session_id!r})"
+            )
 
     def send(
         self,
@@ -235,19 +329,22 @@ class Session:
             raise UsageError("exec() needs a non-empty shell command string")
         if timeout <= 0 or max_output < 0:
             raise UsageError("exec() needs timeout > 0 and max_output >= 0")
+        self._check_open()
         resolved = check_secrets(self._backend.spec, secrets) if secrets else {}
         return await self._backend.execute_command(self, command, resolved, timeout, max_output=max_output)
 
     def history(self) -> list[TurnRecord]:
         """Every finished turn: prompt, effective settings (no secrets), result."""
+        self._check_open()
         return self._backend.store.list_turns(self.session_id)
 
     def events(self, turn: int | None = None) -> list[AgentEvent]:
         """The stored event log (all turns, or one)."""
+        self._check_open()
         return self._backend.store.read_events(self.session_id, turn)
 
     def __repr__(self) -> str:
-        record = self.record
+        record = self._record
         return f"<Session {self.session_id} engine={record.engine} turns={record.turns} status={self.status}>"
 
 
@@ -282,4 +379,4 @@ def create_session(
         config=config.to_dict() if config else {},
     )
     backend.store.put_session(record)
-    return Session(backend, record, config)
+    return Session(backend, record, config, spec=spec)

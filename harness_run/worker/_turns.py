@@ -31,7 +31,7 @@ from harness_run.runtime import Run, Session
 from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
 from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
 from harness_run.security import secret_values
-from harness_run.spec import AgentSpec, LocalSkill, TurnConfig, effective_spec
+from harness_run.spec import AgentSpec, LocalSkill, TurnConfig
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnRecord
 from harness_run.worker._vertex import vertex_env
 
@@ -175,7 +175,17 @@ class Worker:
         return self.current is not None and not self.current.finished.is_set()
 
     def _engine(self) -> LocalEngine:
-        return LocalEngine(self.spec, workdir=self.workdir, store=self.store)
+        return LocalEngine(self.spec, workdir=self.workdir, store=self.store, turn_env=self._vertex_env)
+
+    def _vertex_env(self, spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:
+        """Claude Code's Vertex AI mode for a turn that brings no key of its own (pod settings)."""
+        return vertex_env(
+            self.env,
+            harness=spec.harness,
+            secrets=secrets,
+            model_base_url=spec.model_base_url,
+            spec_env=spec.env,
+        )
 
     # --- turns ------------------------------------------------------------------------------
 
@@ -218,20 +228,9 @@ class Worker:
                 f"{record.turns + 1}, not {request.turn}; re-read the session and retry"
             )
         await asyncio.to_thread(self._drop_stale_workspace, record)
-        engine = self._engine()
-        session = engine.get_session(request.session_id)
+        session = self._engine().get_session(request.session_id)
         turn_config = TurnConfig.from_dict(request.turn_config) if request.turn_config else None
-        spec = effective_spec(engine.spec, session.config, turn_config)
         secrets = dict(request.secrets)
-        secrets.update(
-            vertex_env(
-                self.env,
-                harness=spec.harness,
-                secrets=secrets,
-                model_base_url=spec.model_base_url,
-                spec_env=spec.env,
-            )
-        )
         run = session.run(request.prompt, secrets=secrets, config=turn_config)  # checks secrets, config
         return TurnState(turn_id=request.turn_id, session=session, run=run, secrets=secret_values(secrets))
 

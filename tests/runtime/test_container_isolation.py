@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness_run import AgentSpec, local
+from harness_run import AgentSpec, Engine, local
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.events import ToolResultEvent
 from harness_run.runtime.container import ContainerEngine
@@ -182,6 +182,17 @@ async def test_containers_go_after_the_idle_ttl_and_on_close(setup: Setup) -> No
     assert len(setup.containers(other.session_id)) == 1
     held.close()  # from synchronous code too
     assert setup.containers(other.session_id) == []
+
+
+async def test_a_container_engine_is_an_engine_and_its_block_removes_its_containers(setup: Setup) -> None:
+    async with setup.deploy(idle_ttl=600) as engine:
+        assert isinstance(engine, Engine)
+        session = engine.start_session()
+        assert not (await session.run("just answer", secrets=model_secrets(setup.model))).is_error
+        assert len(setup.containers(session.session_id)) == 1  # held for the next turn
+    assert setup.containers(session.session_id) == []  # released by the end of the block
+    with pytest.raises(UsageError, match="closed"):
+        engine.start_session()
 
 
 def test_isolation_errors_and_light_import(tmp_path: Path) -> None:

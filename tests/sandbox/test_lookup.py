@@ -74,6 +74,28 @@ def test_get_engine_finds_sandbox_versions_only(tmp_path: Path, cluster: Any) ->
         sandbox.get_engine("lookup", version="c", **kwargs)
 
 
+def test_a_sandbox_engine_is_an_engine_and_closes(tmp_path: Path, cluster: Any) -> None:
+    from harness_run import Engine, sandbox
+
+    store = SqliteStore(tmp_path)
+    store.put_engine(_record("a" * 64, 1.0))
+    kwargs: dict[str, Any] = {
+        "project": "p",
+        "location": "l",
+        "store": store,
+        "api_client": cluster.api_client(),
+    }
+    with sandbox.get_engine("lookup", **kwargs) as engine:
+        assert isinstance(engine, Engine)
+        session = engine.start_session()
+        assert [s.session_id for s in engine.list_sessions()] == [session.session_id]
+    with pytest.raises(UsageError, match="engine 'lookup' is closed"):
+        engine.get_session(session.session_id)
+    assert [s.session_id for s in store.list_sessions("lookup")] == [
+        session.session_id
+    ]  # a given store stays open
+
+
 def test_delete_version_removes_its_objects_and_record(tmp_path: Path, cluster: Any) -> None:
     from harness_run import sandbox
 

@@ -31,13 +31,15 @@ _HOW_TO_START = (
 
 
 class ContainerEngine(WorkerEngine):
-    """An engine whose sessions each run in their own container (``local.deploy(isolation="container")``)."""
+    """An engine whose sessions each run in their own container (``local.deploy(isolation="container")``).
+
+    Closing it removes this process's containers (and closes the workdir's store it opened)."""
 
     runtime = RUNTIME
     claims: ContainerPool
 
     def __init__(self, record: EngineRecord, *, store: SqliteStore, claims: ContainerPool) -> None:
-        super().__init__(record, store=store, claims=claims)
+        super().__init__(record, store=store, claims=claims, owns_store=True)
         self.workdir = store.root
 
     @property
@@ -46,10 +48,6 @@ class ContainerEngine(WorkerEngine):
 
     def __repr__(self) -> str:
         return f"<ContainerEngine {self.name} image={self.image}>"
-
-    def close(self) -> None:
-        """Remove this process's containers now (from synchronous code; ``aclose`` from async)."""
-        self.claims.release_now()
 
 
 def docker_client(client: Any = None) -> Any:

@@ -105,7 +105,8 @@ class ContainerPool(HeldClaims):
         except Exception:
             return None  # the engine hiccuped; the event stream decides
         if container.status not in ("created", "running"):
-            code = (container.attrs.get("State") or {}).get("ExitCode")
+            state: dict[str, Any] = container.attrs.get("State") or {}
+            code = state.get("ExitCode")
             return f"stopped ({container.status}, exit code {code})"
         return None
 

@@ -1,6 +1,20 @@
 """The local runtime: harness subprocesses in per-session workspaces, history in SQLite."""
 
-from harness_run.runtime.local._engine import LocalEngine, default_workdir, spec_version, turn_settings
+from harness_run.runtime.local._engine import (
+    LocalEngine,
+    TurnEnv,
+    default_workdir,
+    spec_version,
+    turn_settings,
+)
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces
 
-__all__ = ["LocalEngine", "SessionPaths", "Workspaces", "default_workdir", "spec_version", "turn_settings"]
+__all__ = [
+    "LocalEngine",
+    "SessionPaths",
+    "TurnEnv",
+    "Workspaces",
+    "default_workdir",
+    "spec_version",
+    "turn_settings",
+]

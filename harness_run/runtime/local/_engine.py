@@ -10,26 +10,32 @@ import json
 import os
 import tarfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError, redact
+from harness_run.errors import HarnessRunError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
+from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
-from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
+from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
 
-__all__ = ["LocalEngine", "default_workdir", "spec_version", "turn_settings"]
+__all__ = ["LocalEngine", "TurnEnv", "default_workdir", "spec_version", "turn_settings"]
+
+TurnEnv = Callable[[AgentSpec, Mapping[str, str]], Mapping[str, str]]
+"""Variables a turn's process gets on top of its secrets, from the turn's effective spec and
+secrets (the worker's Vertex AI mode)."""
 
 _SETTINGS_FIELDS = (
     "harness",
@@ -80,8 +86,10 @@ def _warm_up() -> None:
         model.model_rebuild(force=True)
 
 
-class LocalEngine:
-    """An agent deployed on this machine. Sessions live under ``workdir``; history in its store."""
+class LocalEngine(EngineBase):
+    """An agent deployed on this machine (an :class:`~harness_run.runtime.Engine`): each turn is a
+    harness CLI subprocess in a per-session workspace under ``workdir``; history in its store (the
+    workdir's SQLite store unless ``store`` is given; a given store is the caller's to close)."""
 
     def __init__(
         self,
@@ -92,67 +100,49 @@ class LocalEngine:
         claude_binary: str | None = None,
         codex_binary: str | None = None,
         opencode_binary: str | None = None,
+        turn_env: TurnEnv | None = None,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
+        super().__init__(owns_store=store is None)
         self.spec = spec
         self.workdir = Path(workdir) if workdir is not None else default_workdir()
-        self.store: HistoryStore = store if store is not None else SqliteStore(self.workdir)
+        self.store = store if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
+        self._turn_env = turn_env
         self._workspaces = Workspaces(self.workdir)
-        self._sessions: dict[str, Session] = {}
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+    def __repr__(self) -> str:
+        return f"<LocalEngine {self.name} version={self.version} workdir={self.workdir}>"
 
     # --- sessions -----------------------------------------------------------------------------
 
-    def start_session(
-        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
-    ) -> Session:
-        """A new session. ``config`` overlays the spec for every turn of this session."""
-        session = create_session(self, self.name, self.version, config, session_id)
-        self._sessions[session.session_id] = session
-        return session
-
     def get_session(self, session_id: str) -> Session:
         """Re-attach to a session from its stored history (works from any process)."""
-        if session_id in self._sessions:
-            return self._sessions[session_id]
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} in engine {self.name!r} (store at "
-                f"{self.workdir}); list them with engine.list_sessions()"
-            )
-        config = SessionConfig.from_dict(record.config) if record.config else None
+        self._check_open()
+        held = self._sessions.get(session_id)
+        if held is not None:
+            return held
+        record = self._stored_session(session_id, f"in the store at {self.workdir}")
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
-        session = Session(self, record, config)
-        self._sessions[session_id] = session
-        return session
-
-    def list_sessions(self) -> list[SessionRecord]:
-        return self.store.list_sessions(self.name)
+        return self._adopt(record)
 
     def versions(self) -> list[EngineRecord]:
+        """Every version of this engine in the workdir's store (any isolation), oldest first."""
+        self._check_open()
         return self.store.list_engines(self.name)
 
     # --- turns --------------------------------------------------------------------------------
 
-    async def execute_turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> RunResult:
+    async def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
+        spec, secrets = plan.spec, plan.secrets
+        if self._turn_env is not None:
+            secrets = {**secrets, **self._turn_env(spec, secrets)}
         values = secret_values(secrets)
         forms = secret_forms(values)
 
@@ -160,35 +150,15 @@ class LocalEngine:
             run.emit(redact_event(event, forms))
 
         started = time.monotonic()
-        record = session.record = session.record.model_copy(update={"status": "running"})
+        record = session.record
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
         driver = get_driver(spec.harness)
-        paths = self._workspaces.paths(session.session_id)
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
-            await self._ensure_workspace(session, spec, paths, secrets, emit, driver)
-            bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
-            env = agent_env(
-                spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else []
-            )
-            prompt_overridden = bool(turn_config and "system_prompt" in turn_config.model_fields_set)
-            ctx = TurnContext(
-                spec=spec,
-                prompt=run.prompt,
-                session_id=session.session_id,
-                turn=run.turn,
-                workspace=paths.workspace,
-                home=paths.home,
-                env=env,
-                resume=record.native_started,
-                native_session_id=record.native_session_id,
-                prompt_overridden=prompt_overridden,
-                binary=self.binaries.get(spec.harness),
-            )
-            await self._restore_native(session, driver, ctx)
+            ctx = await self._prepare(record, run, plan, secrets, emit, driver)
             process = TurnProcess(
-                driver.launch(ctx), driver.parser(ctx), paths.workspace, emit, spec.timeout, on_spawn=_warm_up
+                driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
 
             async def steer(text: str, message_id: str) -> bool:
@@ -200,34 +170,65 @@ class LocalEngine:
 
             run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # end the turn, store it, and tell the session
             result = (process.cancelled_result if process is not None else None) or RunResult(
                 is_error=False, stop_reason="cancelled", error="the turn was cancelled"
             )
-            await asyncio.shield(
-                self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
-            )
-            raise
+            finish = self._finish(record, run, plan, ctx, driver, result, started, values)
+            outcome = await asyncio.shield(finish)
+            return TurnOutcome(outcome.result, outcome.record, cancelled=True)
         except HarnessRunError as exc:
             result = RunResult(is_error=True, stop_reason="error", error=redact(str(exc), values))
-        return await self._finish(session, run, spec, ctx, driver, result, started, values, turn_config)
+        return await self._finish(record, run, plan, ctx, driver, result, started, values)
+
+    async def _prepare(
+        self,
+        record: SessionRecord,
+        run: Run,
+        plan: TurnPlan,
+        secrets: dict[str, str],
+        emit: Callable[[AgentEvent], None],
+        driver: HarnessDriver,
+    ) -> TurnContext:
+        """Workspace (made, or restored from the checkpoint), packages, environment and the
+        harness's native session files: the turn's context, ready to launch."""
+        spec = plan.spec
+        paths = self._workspaces.paths(record.session_id)
+        await self._ensure_workspace(record, spec, paths, secrets, emit, driver)
+        bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
+        env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
+        ctx = TurnContext(
+            spec=spec,
+            prompt=run.prompt,
+            session_id=record.session_id,
+            turn=run.turn,
+            workspace=paths.workspace,
+            home=paths.home,
+            env=env,
+            resume=record.native_started,
+            native_session_id=record.native_session_id,
+            prompt_overridden=bool(plan.config and "system_prompt" in plan.config.model_fields_set),
+            binary=self.binaries.get(spec.harness),
+        )
+        await self._restore_native(record, driver, ctx)
+        return ctx
 
     async def _finish(
         self,
-        session: Session,
+        record: SessionRecord,
         run: Run,
-        spec: AgentSpec,
+        plan: TurnPlan,
         ctx: TurnContext | None,
         driver: HarnessDriver,
         result: RunResult,
         started: float,
         values: list[str],
-        turn_config: TurnConfig | None,
-    ) -> RunResult:
-        result = self._complete_result(spec, session, run, result, started)
+    ) -> TurnOutcome:
+        """The turn's result event, checkpoint and records; the session's record after the turn."""
+        spec = plan.spec
+        result = self._complete_result(spec, record.session_id, run, result, started)
         run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
         result = run.result or result
-        record = session.record
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
         if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
@@ -244,21 +245,22 @@ class LocalEngine:
             "native_started": record.native_started or bool(native),
             "snapshot": snapshot,
             "native_session_id": result.native_session_id or record.native_session_id,
+            "workspace_ready": record.workspace_ready or ctx is not None,
         }
-        session.record = record.model_copy(update=update)
+        after = record.model_copy(update=update)
         turn = TurnRecord(
-            session_id=session.session_id,
+            session_id=record.session_id,
             turn=run.turn,
             prompt=redact(run.prompt, values),
             started_at=run.started_at,
             settings=turn_settings(spec),
-            turn_config=turn_config.to_dict() if turn_config else {},
+            turn_config=plan.config.to_dict() if plan.config else {},
             secret_names=sorted(n for n in spec.secret_names),
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
         )
-        await asyncio.to_thread(self._persist, session.record, turn, run.events[run.flushed :])
-        return result
+        await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
+        return TurnOutcome(result, after)
 
     def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
@@ -266,10 +268,10 @@ class LocalEngine:
         self.store.put_session(record)
 
     def _complete_result(
-        self, spec: AgentSpec, session: Session, run: Run, result: RunResult, started: float
+        self, spec: AgentSpec, session_id: str, run: Run, result: RunResult, started: float
     ) -> RunResult:
         update: dict[str, Any] = {
-            "session_id": session.session_id,
+            "session_id": session_id,
             "turn": run.turn,
             "harness": spec.harness,
             "model": spec.model,
@@ -297,14 +299,13 @@ class LocalEngine:
 
     async def _ensure_workspace(
         self,
-        session: Session,
+        record: SessionRecord,
         spec: AgentSpec,
         paths: SessionPaths,
         secrets: dict[str, str],
-        emit: Any,
+        emit: Callable[[AgentEvent], None],
         driver: HarnessDriver,
     ) -> None:
-        record = session.record
         snap = record.snapshot
         if not paths.workspace.exists() and snap is not None and snap.workspace:
             emit(SetupEvent(step="restoring the workspace from the checkpoint"))
@@ -322,11 +323,10 @@ class LocalEngine:
             lambda _s, d: emit(SetupEvent(step=d)),
             driver.skills_dir(paths.workspace, paths.home),
         )
-        session.record = session.record.model_copy(update={"workspace_ready": True})
 
-    async def _restore_native(self, session: Session, driver: HarnessDriver, ctx: TurnContext) -> None:
-        snap = session.record.snapshot
-        if not session.record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
+    async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:
+        snap = record.snapshot
+        if not record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
             return
         data = self.store.get_blob(snap.native)
         if data is not None:
@@ -363,7 +363,7 @@ class LocalEngine:
     ) -> ExecResult:
         paths = self._workspaces.paths(session.session_id)
         paths.create()
-        spec = effective_spec(self.spec, session.config)
+        spec = session.spec
         bin_dir = await self._workspaces.package_env(spec, lambda _s, _d: None)  # the agent's packages
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
         return await run_command(
@@ -374,9 +374,6 @@ class LocalEngine:
             max_output=max_output,
             secret_values=secret_forms(secret_values(secrets)),
         )
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def turn_settings(spec: AgentSpec) -> dict[str, Any]:

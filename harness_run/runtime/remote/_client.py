@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -218,8 +218,9 @@ class WorkerClient:
 
     def _error(self, status: int, text: str) -> Exception:
         try:
-            body: Any = json.loads(text)
-            message = str(body.get("message") or body) if isinstance(body, dict) else text
+            body: object = json.loads(text)
+            fields = cast(dict[str, Any], body) if isinstance(body, dict) else None
+            message = str(fields.get("message") or fields) if fields is not None else text
         except ValueError:
             message = text[:500]
         if status == 400:

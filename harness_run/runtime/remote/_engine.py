@@ -1,13 +1,15 @@
 """``WorkerEngine``: sessions whose turns run on the in-image worker, in sandboxes from a provider.
 
-The engine is a :class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral)
-calls ``execute_turn``, which reserves the turn in the store (exactly one client wins), acquires a
-sandbox from its :class:`~harness_run.runtime.remote._provider.SandboxProvider` (a warm-pool claim on Agent
+The engine is an :class:`~harness_run.runtime.Engine` and its sessions'
+:class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral) calls
+``execute_turn``, which reserves the turn in the store (exactly one client wins), acquires a sandbox
+from its :class:`~harness_run.runtime.remote._provider.SandboxProvider` (a warm-pool claim on Agent
 Sandbox, a local container, or the session's held one), starts the turn on the worker and mirrors
-its event stream into the :class:`Run`. The worker writes the history; this side only writes the
-session record before the turn and the outcome of a turn the worker could not finish (sandbox
-lost, claim never ready). ``SandboxEngine`` (Kubernetes) and ``ContainerEngine`` (local Docker
-isolation) are this engine with their own provider.
+its event stream into the :class:`Run`; the turn's outcome is the session record the worker stored.
+The worker writes the history; this side only marks the session running before the turn and writes
+the outcome of a turn the worker could not finish (sandbox lost, claim never ready).
+``SandboxEngine`` (Kubernetes) and ``ContainerEngine`` (local Docker isolation) are this engine with
+their own provider.
 """
 
 from __future__ import annotations
@@ -18,20 +20,14 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.compiler import SHORT_DIGEST_LEN
-from harness_run.errors import (
-    HarnessRunError,
-    InfrastructureError,
-    SessionBusyError,
-    SessionNotFoundError,
-    UsageError,
-    redact,
-)
+from harness_run.errors import HarnessRunError, InfrastructureError, UsageError, redact
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
+from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
-from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, create_session
+from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.security import redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
+from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
@@ -49,19 +45,30 @@ _SANDBOX_POLL = 1.0
 _GRACE = 2.0
 
 
-class WorkerEngine:
-    """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``."""
+class WorkerEngine(EngineBase):
+    """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``.
+
+    Closing it stops this process's running turns (the worker stores them, interrupted) and
+    releases every sandbox this process holds; its store is closed too when ``owns_store`` (the
+    engine's deployer opened it for the engine), else it stays open for its owner."""
 
     runtime = "sandbox"
     """The ``EngineRecord.runtime`` of this engine's versions."""
 
-    def __init__(self, record: EngineRecord, *, store: HistoryStore, claims: SandboxProvider) -> None:
+    def __init__(
+        self,
+        record: EngineRecord,
+        *,
+        store: HistoryStore,
+        claims: SandboxProvider,
+        owns_store: bool = False,
+    ) -> None:
+        super().__init__(owns_store=owns_store)
         self.record = record
         self.spec = AgentSpec.from_dict(record.spec)
         self.store = store
         self.version = record.version
         self.claims = claims
-        self._sessions: dict[str, Session] = {}
 
     @property
     def name(self) -> str:
@@ -72,33 +79,16 @@ class WorkerEngine:
 
     # --- sessions ---------------------------------------------------------------------------------
 
-    def start_session(
-        self, config: SessionConfig | dict[str, Any] | None = None, *, session_id: str | None = None
-    ) -> Session:
-        """A new session; its record goes to the store now (any process can re-attach to it)."""
-        session = create_session(self, self.name, self.version, config, session_id)
-        self._sessions[session.session_id] = session
-        return session
-
     def get_session(self, session_id: str) -> Session:
         """Re-attach to a session from the store, from any process. If one of its turns is running
         (in a sandbox, started by any client), ``session.current_run`` follows it to its result."""
+        self._check_open()
         held = self._sessions.get(session_id)
         if held is not None and held.current_run is not None and not held.current_run.done:
             return held  # its turn runs (or is followed) here
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} of engine {self.name!r} in the history store; list them "
-                "with engine.list_sessions(), or check that store= names the store it was deployed with"
-            )
-        if held is not None:
-            session = held  # refreshed: another client may have run turns since
-            session.record = record
-        else:
-            config = SessionConfig.from_dict(record.config) if record.config else None
-            session = Session(self, record, config)
-            self._sessions[session_id] = session
+        hint = "in the history store (check that store= names the store it was deployed with)"
+        record = self._stored_session(session_id, hint)
+        session = self._adopt(record)  # a held one is refreshed: another client may have run turns
         if record.status == "running":
             try:
                 asyncio.get_running_loop()
@@ -111,53 +101,32 @@ class WorkerEngine:
             first = self.store.read_events(session_id, turn)
             prompt = next((e.text for e in first if isinstance(e, UserEvent)), "")
             run = Run(session_id, turn, prompt or "(re-attached)")
-            session.attach(run)
-            run.start(self._follow(session, run))
+            session.attach(run, self._follow(session, run))
         return session
-
-    def list_sessions(self) -> list[SessionRecord]:
-        return self.store.list_sessions(self.name)
 
     def versions(self) -> list[EngineRecord]:
         """Every deployed version of this engine in the store, oldest first."""
+        self._check_open()
         return [e for e in self.store.list_engines(self.name) if e.runtime == self.runtime]
 
-    async def aclose(self) -> None:
-        """Release every sandbox this process holds (idle claims are released by themselves)."""
+    async def _release(self) -> None:
         await self.claims.close()
+
+    def _release_now(self) -> None:
+        self.claims.release_now()
 
     # --- turns (TurnBackend) ---------------------------------------------------------------------
 
-    def execute_turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> Coroutine[Any, Any, RunResult]:
+    def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         # Reserve synchronously, so a second client's send() raises SessionBusyError at once.
-        try:
-            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
-        except SessionBusyError:
-            fresh = self.store.get_session(session.session_id)
-            if fresh is not None:
-                session.record = fresh
-            raise
-        return self._turn(session, run, spec, secrets, turn_config)
+        self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
+        return self._turn(session, run, plan)
 
-    async def _turn(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        secrets: dict[str, str],
-        turn_config: TurnConfig | None,
-    ) -> RunResult:
-        values = secret_forms(secret_values(secrets))  # the values and their encoded forms
+    async def _turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
+        values = secret_forms(secret_values(plan.secrets))  # the values and their encoded forms
         started = time.monotonic()
         sid = session.session_id
-        session.record = await asyncio.to_thread(self._mark_running, sid) or session.record
+        await asyncio.to_thread(self._mark_running, sid)
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
         try:
@@ -168,8 +137,8 @@ class WorkerEngine:
                 turn_id=turn_id,
                 session_id=sid,
                 prompt=run.prompt,
-                secrets=secrets,
-                turn_config=turn_config.to_dict() if turn_config else None,
+                secrets=plan.secrets,
+                turn_config=plan.config.to_dict() if plan.config else None,
                 turn=run.turn,
             )
             client = claim.client
@@ -184,14 +153,16 @@ class WorkerEngine:
 
             run.bind(interrupt=interrupt, steer=steer)
             await self._mirror(run, claim, turn_id, values)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # end the turn, and tell the session
+            record: SessionRecord | None = None
             with contextlib.suppress(BaseException):
-                await asyncio.shield(self._cancelled(session, run, spec, claim, turn_id, values, turn_config))
-            raise
+                record = await asyncio.shield(self._cancelled(session, run, plan, claim, turn_id, values))
+            cancelled = RunResult(is_error=False, stop_reason="cancelled", error="the turn was cancelled")
+            return TurnOutcome(run.result or cancelled, record, cancelled=True)
         except HarnessRunError as exc:
             if claim is not None:
                 claim.broken = True
-            return await self._fail(session, run, spec, claim, exc, values, started, turn_config)
+            return await self._fail(session, run, plan, claim, exc, values, started)
         finally:
             if claim is not None:
                 self.claims.done_with(claim)
@@ -199,9 +170,8 @@ class WorkerEngine:
             if claim is not None:
                 claim.broken = True
             exc = InfrastructureError(f"the worker at {claim.url if claim else '?'} ended the stream early")
-            return await self._fail(session, run, spec, claim, exc, values, started, turn_config)
-        session.record = await asyncio.to_thread(self._reload, sid, run.turn) or session.record
-        return run.result
+            return await self._fail(session, run, plan, claim, exc, values, started)
+        return TurnOutcome(run.result, await asyncio.to_thread(self._reload, sid, run.turn))
 
     async def _mirror(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
         """Mirror the worker's event stream into ``run`` until the result, while watching the
@@ -244,23 +214,22 @@ class WorkerEngine:
         self,
         session: Session,
         run: Run,
-        spec: AgentSpec,
+        plan: TurnPlan,
         claim: Claim | None,
         turn_id: str,
         values: list[str],
-        turn_config: TurnConfig | None,
-    ) -> None:
+    ) -> SessionRecord | None:
         """The awaiting task was cancelled: interrupt the worker's turn and mirror its last events
-        (the worker stores the interrupted result); if that cannot be had, end the turn here."""
+        (the worker stores the interrupted result); if that cannot be had, end the turn here.
+        Returns the session's record after the turn."""
         if claim is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._interrupt_and_drain(run, claim, turn_id, values), 30)
         if run.result is None:
             exc = InfrastructureError("the turn was cancelled")
-            await self._fail(session, run, spec, claim, exc, values, run.started_at, turn_config, "cancelled")
-        else:
-            record = await asyncio.to_thread(self._reload, session.session_id, run.turn)
-            session.record = record or session.record
+            failed = await self._fail(session, run, plan, claim, exc, values, run.started_at, "cancelled")
+            return failed.record
+        return await asyncio.to_thread(self._reload, session.session_id, run.turn)
 
     async def _interrupt_and_drain(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
         await claim.client.interrupt(turn_id)
@@ -288,16 +257,16 @@ class WorkerEngine:
         self,
         session: Session,
         run: Run,
-        spec: AgentSpec,
+        plan: TurnPlan,
         claim: Claim | None,
         exc: HarnessRunError,
         values: list[str],
         started: float,
-        turn_config: TurnConfig | None,
         stop_reason: Literal["error", "cancelled"] = "error",
-    ) -> RunResult:
+    ) -> TurnOutcome:
         """End a turn the worker could not finish: an error result, the history kept, the session
         ready for the next send (which resumes from the last snapshot on a new sandbox)."""
+        spec = plan.spec
         where = f" in sandbox {claim.sandbox} (claim {claim.name})" if claim is not None else ""
         if stop_reason == "cancelled":
             message = f"turn {run.turn} of session {session.session_id} was cancelled{where}"
@@ -322,27 +291,17 @@ class WorkerEngine:
         if run.result is None:
             run.emit(ResultEvent(result=result))
         result = run.result or result
-        record = await asyncio.to_thread(
-            self._persist_failure, session, run, spec, result, values, turn_config
-        )
-        if record is not None:
-            session.record = record
+        record = await asyncio.to_thread(self._persist_failure, session.session_id, run, plan, result, values)
         if claim is not None:
             await self.claims.release(claim)
-        return result
+        return TurnOutcome(result, record)
 
     def _persist_failure(
-        self,
-        session: Session,
-        run: Run,
-        spec: AgentSpec,
-        result: RunResult,
-        values: list[str],
-        turn_config: TurnConfig | None,
+        self, sid: str, run: Run, plan: TurnPlan, result: RunResult, values: list[str]
     ) -> SessionRecord | None:
         from harness_run.runtime.local import turn_settings
 
-        sid = session.session_id
+        spec = plan.spec
         self.store.append_events(sid, run.turn, run.events)  # idempotent: the worker's copies win
         current = self.store.get_session(sid)
         if current is not None and current.turns >= run.turn:
@@ -354,7 +313,7 @@ class WorkerEngine:
                 prompt=redact(run.prompt, values),
                 started_at=run.started_at,
                 settings=turn_settings(spec),
-                turn_config=turn_config.to_dict() if turn_config else {},
+                turn_config=plan.config.to_dict() if plan.config else {},
                 secret_names=sorted(spec.secret_names),
                 result=result,
                 steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
@@ -378,7 +337,7 @@ class WorkerEngine:
 
     # --- re-attach --------------------------------------------------------------------------------
 
-    async def _follow(self, session: Session, run: Run) -> RunResult:
+    async def _follow(self, session: Session, run: Run) -> TurnOutcome:
         """Mirror a turn started elsewhere from the store's event log until its result.
 
         The turn is orphaned (an error result ends it, and the session can go on) when no claim of
@@ -388,7 +347,6 @@ class WorkerEngine:
         after = -1
         began = quiet_since = time.monotonic()
         checked = 0.0
-        spec = effective_spec(self.spec, session.config)
         while run.result is None:
             events = await asyncio.to_thread(self.store.read_events, sid, run.turn, after_seq=after)
             for event in events:
@@ -410,12 +368,13 @@ class WorkerEngine:
                     await self._drop_claims(sid)
                     reason = "its sandbox is gone" if not alive else "its worker never started it"
                     exc = InfrastructureError(f"{reason} and the client that started it is gone")
-                    return await self._fail(session, run, spec, None, exc, [], time.monotonic(), None)
+                    plan = TurnPlan(spec=session.spec, secrets={}, config=None)
+                    return await self._fail(session, run, plan, None, exc, [], time.monotonic())
             await asyncio.sleep(_ATTACH_POLL)
-        session.record = await asyncio.to_thread(self._reload, sid, run.turn) or session.record
+        record = await asyncio.to_thread(self._reload, sid, run.turn)
         await self._drop_claims(sid)  # the client that made them is gone: nobody else releases them
         assert run.result is not None
-        return run.result
+        return TurnOutcome(run.result, record)
 
     async def _drop_claims(self, session_id: str) -> None:
         if self.claims.held(session_id) is not None:

@@ -73,6 +73,10 @@ class SandboxProvider(Protocol):
         """Release every claim this process holds."""
         ...
 
+    def release_now(self) -> None:
+        """The same, blocking (``close()`` without a running turn, interpreter exit)."""
+        ...
+
     async def has_sandbox(self, session_id: str) -> bool:
         """Whether any process still holds a live sandbox for the session."""
         ...

@@ -21,6 +21,9 @@ from harness_run.vocab import k8s
 __all__ = ["Kube", "KubeStatus", "get_list", "get_map", "get_str"]
 
 Obj = dict[str, Any]
+"""A Kubernetes object (or any JSON object in one) as the API sends it."""
+
+
 _KINDS: dict[str, k8s.Kind] = {
     kind.kind: kind
     for kind in (

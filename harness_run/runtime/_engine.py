@@ -1,0 +1,274 @@
+"""``Engine``: the one protocol every runtime implements, and ``EngineBase``, the part they share.
+
+``local.deploy``/``local.get_engine`` (:class:`~harness_run.runtime.local.LocalEngine`, or
+:class:`~harness_run.runtime.container.ContainerEngine` with ``isolation="container"``) and
+``sandbox.deploy``/``sandbox.get_engine`` (:class:`~harness_run.runtime.sandbox.SandboxEngine`)
+all return an :class:`Engine`. Turns themselves are the business of :class:`Session` and its
+backend (the engine, as a :class:`~harness_run.runtime._session.TurnBackend`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from harness_run.errors import SessionNotFoundError, UsageError
+from harness_run.runtime._run import Run
+from harness_run.runtime._session import (
+    DEFAULT_EXEC_OUTPUT,
+    ExecResult,
+    Session,
+    TurnOutcome,
+    TurnPlan,
+    create_session,
+)
+from harness_run.spec import AgentSpec, SessionConfig
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord
+
+__all__ = ["Engine", "EngineBase"]
+
+STOP_GRACE = 30.0
+"""Seconds ``aclose()`` gives an interrupted turn to end (and be stored) before cancelling it."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One deployed version of an agent, on any runtime.
+
+    The contract, the same on every runtime:
+
+    - ``name`` is the spec's name; ``version`` the version's digest (a hash of the spec and the
+      library, or of the compiled image for container and sandbox engines).
+    - ``start_session(config=None, *, session_id=None)`` stores a new session record and returns
+      its :class:`Session`. ``config`` (a ``SessionConfig`` or a dict of its fields) overlays the
+      spec for every turn; a bad config, a harness that is not baked in, or a ``session_id`` that is
+      not a UUID or already exists is refused (``SpecError``/``UsageError``) before anything is stored.
+    - ``get_session(session_id)`` re-attaches to a stored session, from any process (raises
+      ``SessionNotFoundError`` naming ``list_sessions()`` when this engine has none by that id).
+    - ``list_sessions()``: this engine's session records (all versions); ``versions()``: its
+      deployed versions, oldest first.
+    - ``await aclose()`` stops the turns running in this process's sessions (interrupted; each
+      result is stored as usual), releases what the engine holds (sandboxes, containers, the history
+      store it opened) and refuses new work (``UsageError``); calling it again does nothing.
+      ``close()`` is the same for synchronous code. ``async with engine:`` and ``with engine:``
+      close it on exit. Durable history stays: another engine re-attaches to the sessions.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def start_session(
+        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+    ) -> Session: ...
+
+    def get_session(self, session_id: str) -> Session: ...
+
+    def list_sessions(self) -> list[SessionRecord]: ...
+
+    def versions(self) -> list[EngineRecord]: ...
+
+    async def aclose(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class EngineBase(ABC):
+    """The :class:`Engine` members every runtime shares: the sessions this process holds, starting
+    and re-attaching them, and closing (async first; ``close()`` and the context managers wrap it).
+
+    A runtime sets ``spec``, ``store`` and ``version``, implements ``get_session``, ``versions`` and
+    the :class:`~harness_run.runtime._session.TurnBackend` methods (``execute_turn``,
+    ``execute_command``), and overrides ``_release``/``_release_now`` when it holds something
+    beyond the store (sandboxes, containers).
+    """
+
+    spec: AgentSpec
+    store: HistoryStore
+    version: str
+
+    def __init__(self, *, owns_store: bool) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._owns_store = owns_store
+        self._closed = False
+        self._released = False
+        self._closing: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose()``/``close()`` was called: sessions refuse new turns."""
+        return self._closed
+
+    # --- what each runtime implements ----------------------------------------------------------
+
+    @abstractmethod
+    def get_session(self, session_id: str) -> Session:
+        """Re-attach to a stored session (see :class:`Engine`)."""
+
+    @abstractmethod
+    def versions(self) -> list[EngineRecord]:
+        """This engine's deployed versions, oldest first."""
+
+    @abstractmethod
+    def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
+        """A turn's coroutine (see :class:`~harness_run.runtime._session.TurnBackend`)."""
+
+    @abstractmethod
+    async def execute_command(
+        self,
+        session: Session,
+        command: str,
+        secrets: dict[str, str],
+        timeout: float,
+        *,
+        max_output: int = DEFAULT_EXEC_OUTPUT,
+    ) -> ExecResult:
+        """Run ``command`` in the session's workspace (see ``Session.exec``)."""
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    def start_session(
+        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+    ) -> Session:
+        """A new session; its record goes to the store now (any process can re-attach to it).
+        ``config`` overlays the spec for every turn of this session."""
+        self._check_open()
+        session = create_session(self, self.name, self.version, config, session_id)
+        self._sessions[session.session_id] = session
+        return session
+
+    def list_sessions(self) -> list[SessionRecord]:
+        """This engine's sessions in the history store (every version's), oldest first."""
+        self._check_open()
+        return self.store.list_sessions(self.name)
+
+    def _stored_session(self, session_id: str, where: str) -> SessionRecord:
+        """The stored record of one of this engine's sessions, else SessionNotFoundError."""
+        self._check_open()
+        record = self.store.get_session(session_id)
+        if record is None or record.engine != self.name:
+            raise SessionNotFoundError(
+                f"no session {session_id!r} of engine {self.name!r} {where}; list them with "
+                "engine.list_sessions()"
+            )
+        return record
+
+    def _adopt(self, record: SessionRecord) -> Session:
+        """The session of ``record``: the one this process holds (brought up to date with the
+        record), else a new one."""
+        session = self._sessions.get(record.session_id)
+        if session is not None:
+            session.refresh(record)
+            return session
+        config = SessionConfig.from_dict(record.config) if record.config else None
+        session = Session(self, record, config)
+        self._sessions[record.session_id] = session
+        return session
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                f"engine {self.name!r} is closed; get it again (local.get_engine / sandbox.get_engine) "
+                "and re-attach to sessions with engine.get_session(session_id)"
+            )
+
+    # --- closing ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop this process's running turns (interrupted, results stored), release what the engine
+        holds and refuse new work. Waits until done; calling it again does nothing more."""
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        if self._closing is None:
+            self._closing = loop.create_task(self._shutdown())
+        if self._closing.done() or self._closing.get_loop() is loop:
+            await asyncio.shield(self._closing)
+
+    def close(self) -> None:
+        """``aclose()`` for synchronous code.
+
+        Inside a running event loop (a plain ``with`` block in async code) with turns still running,
+        it cannot wait for them: it starts ``aclose()`` on that loop and returns at once (``await
+        engine.aclose()`` to wait for it). Otherwise it releases everything before it returns.
+        """
+        self._closed = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and self._running_turns():
+            if self._closing is None:
+                self._closing = loop.create_task(self._shutdown())
+                self._closing.add_done_callback(_retrieve)
+            return
+        if not self._released:
+            self._released = True
+            self._release_now()
+            self._close_store()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _running_turns(self) -> bool:
+        return any(s.current_run is not None and not s.current_run.done for s in self._sessions.values())
+
+    async def _shutdown(self) -> None:
+        runs = [s.current_run for s in list(self._sessions.values())]
+        live = [run for run in runs if run is not None and not run.done]
+        await asyncio.gather(*(run.stop(STOP_GRACE) for run in live), return_exceptions=True)
+        if not self._released:
+            self._released = True
+            try:
+                await self._release()
+            finally:
+                self._close_store()
+
+    async def _release(self) -> None:  # noqa: B027 (an optional hook, not an abstract method)
+        """Give up what this engine holds besides the store (``aclose``); nothing by default."""
+
+    def _release_now(self) -> None:  # noqa: B027 (an optional hook)
+        """The same, blocking (``close`` from synchronous code: no turn can be running then)."""
+
+    def _close_store(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a background close's failure as seen (``aclose()`` re-raises it to whoever waits)."""
+    if not task.cancelled():
+        task.exception()
