@@ -11,6 +11,7 @@ from harness_run.cli._options import add_workdir
 from harness_run.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
+    from harness_run.events import AgentEvent
     from harness_run.store import SqliteStore
 
 __all__ = ["register"]
@@ -65,7 +66,7 @@ def _history(args: argparse.Namespace) -> int:
         )
     turns = store.list_turns(args.session_id)
     if args.json:
-        events: list[dict[str, Any]] = store.read_events(args.session_id) if args.events else []
+        events: list[AgentEvent] = store.read_events(args.session_id) if args.events else []
         print(
             json.dumps(
                 {
