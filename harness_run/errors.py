@@ -7,12 +7,14 @@
 - :class:`InfrastructureError` — something we depend on (Docker, the store, a registry) failed;
   ``retryable`` says whether trying again may help.
 
-Every message is safe to log: secret values never appear in it (see ``redact``).
+Every message is safe to log: secret values never appear in it (see ``redact``). Every error
+survives ``pickle`` and ``copy`` (e.g. across processes) with its message and attributes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any, Self, cast
 
 __all__ = [
     "BuildError",
@@ -31,10 +33,23 @@ __all__ = [
 ]
 
 
+def _restore(cls: type[HarnessRunError], args: tuple[Any, ...], state: dict[str, Any]) -> HarnessRunError:
+    """Unpickle without calling ``__init__`` (whose parameters differ from ``args``)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class HarnessRunError(Exception):
     """Base of every error harness-run raises on purpose."""
 
     retryable: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's default re-calls ``cls(*self.args)``: wrong for every subclass whose
+        # ``__init__`` takes something else than the final message (SpecError takes issues).
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
 
 
 class UsageError(HarnessRunError, ValueError):
@@ -50,6 +65,17 @@ class SpecIssue:
         self.path = path or "<spec>"
         self.message = message
         self.fix = fix
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, str, str]]:
+        return (type(self), (self.path, self.message, self.fix))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SpecIssue):
+            return NotImplemented
+        return (self.path, self.message, self.fix) == (other.path, other.message, other.fix)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.message, self.fix))
 
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}"
@@ -133,7 +159,8 @@ def redact(text: str, secrets: Mapping[str, str] | Iterable[str] | None) -> str:
     """
     if not secrets or not text:
         return text
-    values = secrets.values() if isinstance(secrets, Mapping) else secrets
+    # (isinstance narrows an Iterable[str] to Mapping[str, Unknown]: say what it is)
+    values = cast("Mapping[str, str]", secrets).values() if isinstance(secrets, Mapping) else secrets
     for value in sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True):
         text = text.replace(value, "***")
     return text

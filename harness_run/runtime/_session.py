@@ -14,7 +14,7 @@ from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
 from harness_run.security import check_secrets, resolve_secrets
-from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, effective_spec
+from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
@@ -206,8 +206,7 @@ class Session:
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
                 "with session.send(...), or stop it with session.interrupt()"
             )
-        if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UsageError("the prompt must be a non-empty string")
+        check_prompt(prompt)  # non-empty, no NUL (UsageError)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -283,8 +282,7 @@ class Session:
         if current is not None and not current.done:
             if config is not None:
                 raise UsageError("a config cannot be applied to a running turn; send it with the next turn")
-            if not isinstance(prompt, str) or not prompt.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-                raise UsageError("the message must be a non-empty string")
+            check_prompt(prompt, "message")
             refusal = _STEER_REFUSAL.get(self.harness)
             if refusal is not None:
                 raise UsageError(

@@ -9,7 +9,7 @@ from harness_run.spec._agent import (
     ReasoningEffort,
     json_schema_of,
 )
-from harness_run.spec._checks import looks_like_credential
+from harness_run.spec._checks import check_prompt, is_reserved_env_name, looks_like_credential
 from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
 from harness_run.spec._values import (
     GitRepo,
@@ -48,7 +48,9 @@ __all__ = [
     "StdioMcpServer",
     "SystemPrompt",
     "TurnConfig",
+    "check_prompt",
     "effective_spec",
+    "is_reserved_env_name",
     "json_schema_of",
     "looks_like_credential",
 ]

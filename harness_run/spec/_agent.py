@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
-import json
-import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, Field, field_serializer, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
-from harness_run.spec._base import SpecModel, spec_fail
-from harness_run.spec._checks import (
-    check_dns_label,
-    check_env_key,
-    check_env_name,
-    check_env_value,
-    check_model_for_harness,
-    check_requirement,
-    check_url_has_no_credentials,
+from harness_run.spec._base import SpecModel, from_document, spec_fail
+from harness_run.spec._checks import check_model_for_harness
+from harness_run.spec._schema import OutputSchema, json_schema_of
+from harness_run.spec._types import (
+    DURATION_PATTERN,
+    AgentName,
+    DebPackage,
+    Duration,
+    EnvSettings,
+    ModelBaseUrl,
+    ModelId,
+    OutputSchemaField,
+    PipRequirement,
+    Text,
+    ToolName,
 )
 from harness_run.spec._values import (
+    GitRepo,
+    GitSkill,
+    LocalSkill,
     McpServerSpec,
     Network,
     RemoteMcpServer,
@@ -28,6 +35,7 @@ from harness_run.spec._values import (
     Resources,
     Secret,
     SkillSpec,
+    StdioMcpServer,
     SystemPrompt,
 )
 
@@ -45,67 +53,10 @@ Harness = Literal["claude-code", "codex", "opencode"]
 HARNESSES: tuple[Harness, ...] = ("claude-code", "codex", "opencode")
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh"]
-OutputSchema = type[BaseModel] | dict[str, Any]
-
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$")
-_DEB_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
 
 
-def json_schema_of(schema: OutputSchema | None) -> dict[str, Any] | None:
-    """The JSON Schema of an output schema (a pydantic model class or a schema dict)."""
-    if schema is None:
-        return None
-    if isinstance(schema, dict):
-        return schema
-    return schema.model_json_schema()
-
-
-def parse_duration(value: Any) -> Any:
-    """Seconds from a number or a string like '90s', '30m', '1.5h'."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if not match:
-            raise spec_fail(f"{value!r} is not a duration", "use seconds, or e.g. '90s', '30m', '2h'")
-        number = float(match.group(1))
-        return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
-    return value
-
-
-def check_output_schema(value: Any) -> OutputSchema | None:
-    if value is None:
-        return None
-    if isinstance(value, type) and issubclass(value, BaseModel):
-        return value
-    if not isinstance(value, dict):
-        raise spec_fail(
-            "output_schema must be a pydantic model class or a JSON Schema object",
-            "pass e.g. MyResult (a BaseModel subclass) or {'type': 'object', ...}",
-        )
-    if value.get("type") != "object":
-        raise spec_fail(
-            "output_schema must describe a JSON object (type: object at the top)",
-            "wrap the value in an object, e.g. {'type': 'object', 'properties': {...}}",
-        )
-    try:
-        if not _str_keys_only(value):
-            raise TypeError("non-string key")
-        return json.loads(json.dumps(value, allow_nan=False))  # type: ignore[no-any-return]
-    except (TypeError, ValueError):
-        raise spec_fail(
-            "output_schema is not JSON-serializable",
-            "use only JSON types (string keys, finite numbers) inside the schema",
-        ) from None
-    except RecursionError:
-        raise spec_fail("output_schema is nested too deeply", "simplify the schema") from None
-
-
-def _str_keys_only(value: Any) -> bool:
-    """JSON would silently turn 1 / None / True keys into strings (and the spec would not round-trip)."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _str_keys_only(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(_str_keys_only(v) for v in value)
-    return True
+def _sorted_unique(value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(set(value)))
 
 
 class AgentSpec(SpecModel):
@@ -116,9 +67,10 @@ class AgentSpec(SpecModel):
     and pass the values with each run.
     """
 
-    name: str = Field(description="Kubernetes-safe name (DNS label) of the agent / engine.")
+    # Field order matters: a field's validator sees the fields above it (``info.data``).
+    name: AgentName = Field(description="Kubernetes-safe name (DNS label) of the agent / engine.")
     harness: Harness = Field(description="The agent CLI that runs turns.")
-    model: str = Field(min_length=1, description="Model id, e.g. 'claude-sonnet-4-6' or 'gpt-5.6-luna'.")
+    model: ModelId = Field(description="Model id, e.g. 'claude-sonnet-4-6' or 'gpt-5.6-luna'.")
     extra_harnesses: tuple[Harness, ...] = Field(
         default=(), description="More harnesses baked into the image, selectable per session."
     )
@@ -130,127 +82,125 @@ class AgentSpec(SpecModel):
     skills: tuple[SkillSpec, ...] = ()
     repos: tuple[RepoSpec, ...] = ()
     mcp_servers: tuple[McpServerSpec, ...] = ()
-    packages: tuple[str, ...] = Field(default=(), description="pip requirements for the agent's environment.")
-    system_packages: tuple[str, ...] = Field(default=(), description="Debian packages baked into the image.")
+    packages: tuple[PipRequirement, ...] = Field(
+        default=(), description="pip requirements for the agent's environment."
+    )
+    system_packages: Annotated[tuple[DebPackage, ...], AfterValidator(_sorted_unique)] = Field(
+        default=(), description="Debian packages baked into the image."
+    )
     secrets: tuple[Secret, ...] = Field(default=(), description="Secret NAMES a run must or may supply.")
-    env: dict[str, str] = Field(default_factory=dict[str, str], description="Non-secret environment.")
-    allowed_tools: tuple[str, ...] = ()
-    disallowed_tools: tuple[str, ...] = ()
+    env: EnvSettings = Field(default_factory=dict[str, str], description="Non-secret environment.")
+    allowed_tools: tuple[ToolName, ...] = ()
+    disallowed_tools: tuple[ToolName, ...] = ()
     permission_mode: PermissionMode = "bypassPermissions"
     max_turns: int | None = Field(default=None, gt=0, strict=True)
     max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     reasoning_effort: ReasoningEffort | None = None
-    output_schema: Any = Field(default=None, description="A pydantic model class or a JSON Schema object.")
+    output_schema: OutputSchemaField = None
     checkpoint: bool = Field(
         default=False,
         description="Snapshot native session files and the "
         "workspace after every turn so any process or sandbox can resume.",
     )
-    timeout: float = Field(
-        default=1800.0, gt=0, allow_inf_nan=False, description="Seconds one turn may take."
-    )
+    timeout: Duration = Field(default=1800.0, description="Seconds one turn may take.")
     resources: Resources = Field(default_factory=Resources)
     network: Network = Field(default_factory=Network)
-    setup_script: str | None = Field(default=None, description="Shell script run once per workspace.")
-    model_base_url: str | None = Field(
+    setup_script: Text | None = Field(default=None, description="Shell script run once per workspace.")
+    model_base_url: ModelBaseUrl | None = Field(
         default=None, description="Model endpoint (gateway) URL; else the standard env variables."
     )
 
-    # ---- field checks ----------------------------------------------------------------------
+    if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
 
-    @field_validator("name")
+        def __init__(
+            self,
+            *,
+            name: str,
+            harness: Harness,
+            model: str,
+            extra_harnesses: Sequence[Harness] = (),
+            system_prompt: SystemPrompt | str = ...,
+            skills: Sequence[GitSkill | LocalSkill] = (),
+            repos: Sequence[GitRepo] = (),
+            mcp_servers: Sequence[StdioMcpServer | RemoteMcpServer] = (),
+            packages: Sequence[str] = (),
+            system_packages: Sequence[str] = (),
+            secrets: Sequence[Secret | str] = (),
+            env: Mapping[str, str] = ...,
+            allowed_tools: Sequence[str] = (),
+            disallowed_tools: Sequence[str] = (),
+            permission_mode: PermissionMode = "bypassPermissions",
+            max_turns: int | None = None,
+            max_budget_usd: float | None = None,
+            reasoning_effort: ReasoningEffort | None = None,
+            output_schema: OutputSchema | None = None,
+            checkpoint: bool = False,
+            timeout: float | str = 1800.0,
+            resources: Resources | Mapping[str, str | float] = ...,
+            network: Network | Literal["open", "none"] | Sequence[str] = ...,
+            setup_script: str | None = None,
+            model_base_url: str | None = None,
+        ) -> None: ...
+
+    # ---- checks that need other fields (the ones declared above them) ----------------------
+
+    @field_validator("model")
     @classmethod
-    def _name(cls, value: str) -> str:
-        return check_dns_label(value, "agent name")
+    def _model_fits_harness(cls, model: str, info: ValidationInfo) -> str:
+        harness = info.data.get("harness")
+        if isinstance(harness, str):
+            check_model_for_harness(model, harness)
+        return model
 
     @field_validator("extra_harnesses")
     @classmethod
-    def _extra(cls, value: tuple[Harness, ...]) -> tuple[Harness, ...]:
-        return tuple(sorted(set(value)))
+    def _extra(cls, value: tuple[Harness, ...], info: ValidationInfo) -> tuple[Harness, ...]:
+        """Sorted, without duplicates or the primary harness."""
+        return tuple(sorted(set(value) - {info.data.get("harness")}))
 
-    @field_validator("packages")
+    @field_validator("skills")
     @classmethod
-    def _packages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        checked: list[str] = []
-        for index, item in enumerate(value):
-            try:
-                checked.append(check_requirement(item))
-            except PydanticCustomError as exc:  # name the entry: packages[2]
-                ctx = exc.context or {}
-                raise spec_fail(str(ctx.get("message")), str(ctx.get("fix")), f"[{index}]") from None
-        return tuple(checked)
+    def _distinct_skills(cls, skills: tuple[GitSkill | LocalSkill, ...]) -> tuple[GitSkill | LocalSkill, ...]:
+        _unique([s.staged_name for s in skills], "skill names (set name= to tell them apart)")
+        return skills
 
-    @field_validator("system_packages")
+    @field_validator("repos")
     @classmethod
-    def _system_packages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for item in value:
-            if not _DEB_PACKAGE.match(item):
-                raise spec_fail(f"{item!r} is not a Debian package name", "use e.g. 'ripgrep' or 'jq=1.7*'")
-        return tuple(sorted(set(value)))
+    def _distinct_repos(cls, repos: tuple[GitRepo, ...]) -> tuple[GitRepo, ...]:
+        _unique([r.dir_name for r in repos], "repository paths (set path= to tell them apart)")
+        return repos
 
-    @field_validator("env")
+    @field_validator("mcp_servers")
     @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        for key, value in env.items():
-            check_env_name(key, "env keys")
-            check_env_key(key)
-            check_env_value(key, value)
-        return env
+    def _distinct_servers(
+        cls, servers: tuple[StdioMcpServer | RemoteMcpServer, ...]
+    ) -> tuple[StdioMcpServer | RemoteMcpServer, ...]:
+        _unique([m.name for m in servers], "MCP server names")
+        return servers
 
-    @field_validator("output_schema", mode="before")
+    @field_validator("secrets")
     @classmethod
-    def _output_schema(cls, value: Any) -> Any:
-        return check_output_schema(value)
+    def _declare_referenced(cls, secrets: tuple[Secret, ...], info: ValidationInfo) -> tuple[Secret, ...]:
+        """Secrets named by ``auth`` / ``header_secrets`` / ``env_secrets`` are declared (required)."""
+        _unique([s.name for s in secrets], "secret names")
+        repos: tuple[GitRepo, ...] = info.data.get("repos", ())
+        servers: tuple[StdioMcpServer | RemoteMcpServer, ...] = info.data.get("mcp_servers", ())
+        referenced = [r.auth for r in repos if r.auth]
+        for server in servers:
+            referenced.extend(server.secret_names())
+        declared = {s.name for s in secrets}
+        return (*secrets, *(Secret(name=n) for n in dict.fromkeys(referenced) if n not in declared))
 
-    @field_validator("timeout", mode="before")
+    @field_validator("disallowed_tools")
     @classmethod
-    def _timeout(cls, value: Any) -> Any:
-        return parse_duration(value)
-
-    @field_validator("model_base_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise spec_fail(f"{value!r} is not an http(s) URL", "give the endpoint's full URL")
-        check_url_has_no_credentials(value, "model endpoint", "pass the key as a secret per run")
-        return value.rstrip("/")
-
-    @field_serializer("output_schema")
-    def _dump_schema(self, value: Any) -> dict[str, Any] | None:
-        return json_schema_of(value)
-
-    # ---- cross-field checks ----------------------------------------------------------------
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Self:
-        check_model_for_harness(self.model, self.harness)
-        if self.harness in self.extra_harnesses:
-            object.__setattr__(
-                self, "extra_harnesses", tuple(h for h in self.extra_harnesses if h != self.harness)
-            )
-        both = sorted(set(self.allowed_tools) & set(self.disallowed_tools))
+    def _tools_disjoint(cls, disallowed: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        both = sorted(set(info.data.get("allowed_tools", ())) & set(disallowed))
         if both:
             raise spec_fail(
                 f"tools {both} are both allowed and disallowed",
                 "remove them from one of allowed_tools / disallowed_tools",
-                field="disallowed_tools",
             )
-        _unique([m.name for m in self.mcp_servers], "MCP server names", "mcp_servers")
-        _unique([s.staged_name for s in self.skills], "skill names (set name= to tell them apart)", "skills")
-        _unique([r.dir_name for r in self.repos], "repository paths (set path= to tell them apart)", "repos")
-        _unique([s.name for s in self.secrets], "secret names", "secrets")
-        object.__setattr__(self, "secrets", self._with_referenced_secrets())
-        return self
-
-    def _with_referenced_secrets(self) -> tuple[Secret, ...]:
-        declared = {s.name for s in self.secrets}
-        referenced: list[str] = [r.auth for r in self.repos if r.auth]
-        for server in self.mcp_servers:
-            referenced.extend(server.secret_names())
-        extra = [Secret(name=n) for n in dict.fromkeys(referenced) if n not in declared]
-        return (*self.secrets, *extra)
+        return disallowed
 
     # ---- convenience -----------------------------------------------------------------------
 
@@ -273,11 +223,14 @@ class AgentSpec(SpecModel):
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> Self:
-        """Load from a YAML file path or YAML text. Unknown or duplicate keys are errors."""
+        """Load from a YAML (or JSON) file path or text. Unknown or duplicate keys are errors, and so
+        are YAML anchors/aliases; the document may only name paths inside its own directory and
+        network git URLs (see :func:`~harness_run.spec._base.from_document`)."""
         from harness_run.spec._yaml import load_yaml
 
         data, name = load_yaml(source)
-        return cls.from_dict(data, source=name)
+        with from_document():
+            return cls.from_dict(data, source=name)
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """YAML of the non-default fields (``output_schema`` as its JSON Schema)."""
@@ -306,7 +259,7 @@ def _either(prop: dict[str, Any], *alternatives: dict[str, Any]) -> dict[str, An
 def _add_shorthands(schema: dict[str, Any]) -> None:
     """Let the schema accept the shorthands the loader accepts, so editors don't flag valid files."""
     props, defs = schema["properties"], schema["$defs"]
-    props["timeout"] = _either(props["timeout"], {"type": "string", "pattern": _DURATION.pattern})
+    props["timeout"] = _either(props["timeout"], {"type": "string", "pattern": DURATION_PATTERN})
     props["system_prompt"] = _either(props["system_prompt"], {"type": "string"})
     defs["SystemPrompt"]["properties"]["append"] = {
         "type": "string",
@@ -322,9 +275,9 @@ def _add_shorthands(schema: dict[str, Any]) -> None:
         quantity["type"] = ["string", "number"]
 
 
-def _unique(names: list[str], what: str, field: str) -> None:
+def _unique(names: list[str], what: str) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise spec_fail(f"duplicate {what}: {name!r}", "give each entry a distinct name", field)
+            raise spec_fail(f"duplicate {what}: {name!r}", "give each entry a distinct name")
         seen.add(name)

@@ -1,16 +1,26 @@
-"""Shared base for spec models: frozen, strict keys, and errors converted to :class:`SpecError`."""
+"""Shared base for spec models: frozen, strict keys, and errors converted to :class:`SpecError`.
+
+Every way into a spec model — ``Model(...)``, ``Model.model_validate*``, ``from_dict`` and the
+loaders built on it — reports problems as one :class:`SpecError` listing every field path with its
+fix. Pydantic validates nested models by calling their ``__init__`` too, so only the outermost
+call converts; inner ones let pydantic's error through for it to collect (a context variable
+counts the nesting).
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
+from typing import Any, Final, Self, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic._internal._model_construction import ModelMetaclass
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from harness_run.errors import SpecError, SpecIssue
 
-__all__ = ["SpecModel", "issues_from_validation", "spec_fail"]
+__all__ = ["SpecModel", "from_document", "in_document", "issues_from_validation", "spec_errors", "spec_fail"]
 
 # Fixes for pydantic's own error types (ours carry a ``fix`` in their context).
 _GENERIC_FIXES: dict[str, str] = {
@@ -36,10 +46,13 @@ _GENERIC_FIXES: dict[str, str] = {
     "model_type": "give a mapping of fields",
     "model_attributes_type": "give a mapping of fields",
     "finite_number": "give a finite number",
+    "recursion_loop": "remove the cycle",
 }
 
-
 _UNION_TAGS = frozenset({"git", "local", "stdio", "remote"})
+
+_nesting: ContextVar[int] = ContextVar("harness_run_spec_nesting", default=0)
+_document: ContextVar[bool] = ContextVar("harness_run_spec_document", default=False)
 
 
 def spec_fail(message: str, fix: str, field: str | None = None) -> PydanticCustomError:
@@ -74,7 +87,7 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
-def issues_from_validation(exc: ValidationError, prefix: str = "") -> list[SpecIssue]:
+def issues_from_validation(exc: ValidationError) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
     for err in exc.errors(include_url=False, include_input=False):
         ctx = err.get("ctx") or {}
@@ -90,60 +103,147 @@ def issues_from_validation(exc: ValidationError, prefix: str = "") -> list[SpecI
         if ctx.get("field"):
             field = str(ctx["field"])
             path = f"{path}{'' if field.startswith('[') else '.'}{field}" if path else field
-        if prefix:
-            path = f"{prefix}.{path}" if path else prefix
         issues.append(SpecIssue(path, message, fix))
     return issues
 
 
-class _SpecMeta(ModelMetaclass):
-    """Direct construction (``AgentSpec(...)``) raises SpecError instead of ValidationError.
+@contextmanager
+def spec_errors(source: str | None = None) -> Generator[None]:
+    """Turn pydantic's ValidationError into SpecError — at the outermost validation only."""
+    depth = _nesting.get()
+    token = _nesting.set(depth + 1)
+    try:
+        yield
+    except ValidationError as exc:
+        if depth:
+            raise  # a nested model: the outer validation adds its location and collects it
+        raise SpecError(issues_from_validation(exc), source=source) from None
+    except RecursionError:
+        if depth:
+            raise
+        raise SpecError(
+            [SpecIssue("<spec>", "nested too deeply", "simplify the file")], source=source
+        ) from None
+    finally:
+        _nesting.reset(token)
 
-    Done in the metaclass, not ``__init__``: pydantic calls a custom ``__init__`` for nested
-    models too, which would nest our error inside its own.
+
+@contextmanager
+def from_document() -> Generator[None]:
+    """Validation of a spec *document* (YAML/JSON text or file) rather than of Python objects.
+
+    Documents may only name what is inside their own reach: skill paths relative to the file, and
+    network git URLs. Local sources (absolute paths, ``file://``) are for specs built in code.
     """
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        positional: tuple[str, ...] = getattr(cls, "_positional", ())
-        if args and len(args) <= len(positional):  # e.g. Secret("GH_TOKEN", required=False)
-            kwargs = {**dict(zip(positional, args, strict=False)), **kwargs}
-            args = ()
-        try:
-            return super().__call__(*args, **kwargs)
-        except ValidationError as exc:
-            raise SpecError(issues_from_validation(exc, getattr(cls, "_error_prefix", ""))) from None
+    token = _document.set(True)
+    try:
+        yield
+    finally:
+        _document.reset(token)
 
 
-class SpecModel(BaseModel, metaclass=_SpecMeta):
-    """Frozen, ``extra="forbid"``; constructing with bad values raises :class:`SpecError`."""
+def in_document() -> bool:
+    return _document.get()
+
+
+_KEY_MESSAGE: Final = "unknown key (not a string)"
+_KEY_FIX: Final = "keys are field names; see `harness-run schema` for the known keys"
+
+
+def _as_mapping(value: object) -> Mapping[object, Any] | None:
+    return cast("Mapping[object, Any]", value) if isinstance(value, Mapping) else None
+
+
+def _as_sequence(value: object) -> Sequence[object] | None:
+    return cast("Sequence[object]", value) if isinstance(value, list | tuple) else None
+
+
+def _non_string_key(value: object) -> tuple[object] | None:
+    """The first key of a mapping that is not a string, in a 1-tuple (the key may be None)."""
+    mapping = _as_mapping(value)
+    return next(((k,) for k in mapping if not isinstance(k, str)), None) if mapping is not None else None
+
+
+def _check_top_keys(data: object, source: str | None) -> None:
+    key = _non_string_key(data)
+    if key is not None:
+        raise SpecError([SpecIssue(f"[{key[0]!r}]", _KEY_MESSAGE, _KEY_FIX)], source=source)
+
+
+def _holds_models(annotation: object) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_models(arg) for arg in get_args(annotation))
+
+
+@cache
+def _model_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``cls`` whose values are (or contain) models."""
+    return tuple(name for name, info in cls.model_fields.items() if _holds_models(info.annotation))
+
+
+class SpecModel(BaseModel):
+    """Frozen, ``extra="forbid"``; constructing or validating bad values raises :class:`SpecError`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
-    _error_prefix: ClassVar[str] = ""
-    _positional: ClassVar[tuple[str, ...]] = ()
-    """Fields that may also be given positionally."""
+
+    def __init__(self, /, **data: Any) -> None:
+        with spec_errors():
+            super().__init__(**data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _string_keys(cls, data: Any) -> Any:
+        """Pydantic validates a nested model by calling its ``__init__`` with the mapping as keywords,
+        which Python refuses (TypeError) for keys that are not strings: report those first."""
+        fields = _as_mapping(data)
+        if fields is not None:
+            for name in _model_fields(cls):
+                value = fields.get(name)
+                items = _as_sequence(value)
+                for index, item in enumerate(items) if items is not None else [(None, value)]:
+                    key = _non_string_key(item)
+                    if key is not None:
+                        where = f"{name}[{index}]" if index is not None else name
+                        raise spec_fail(_KEY_MESSAGE, _KEY_FIX, field=f"{where}[{key[0]!r}]")
+        return data
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Self:
+        """Pydantic's ``model_validate``, raising :class:`SpecError`."""
+        _check_top_keys(obj, None)
+        with spec_errors():
+            return super().model_validate(obj, **options)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
+        """Pydantic's ``model_validate_json``, raising :class:`SpecError`."""
+        with spec_errors():
+            return super().model_validate_json(json_data, **options)
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, **options: Any) -> Self:
+        """Pydantic's ``model_validate_strings``, raising :class:`SpecError`."""
+        with spec_errors():
+            return super().model_validate_strings(obj, **options)
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str | None = None) -> Self:
         """Validate plain data (as read from YAML/JSON) into this model, or raise SpecError."""
-        if not isinstance(data, dict):
+        if _as_mapping(data) is None:
             raise SpecError(
                 [
                     SpecIssue(
-                        cls._error_prefix,
+                        "<spec>",
                         f"expected a mapping, got {type(data).__name__}",
                         "write the spec as key: value pairs",
                     )
                 ],
                 source=source,
             )
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(issues_from_validation(exc, cls._error_prefix), source=source) from None
-        except RecursionError:
-            raise SpecError(
-                [SpecIssue(cls._error_prefix, "nested too deeply", "simplify the file")], source=source
-            ) from None
+        _check_top_keys(data, source)
+        with spec_errors(source):
+            return super().model_validate(data)
 
     def to_dict(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
         """Plain JSON-compatible data; ``from_dict(to_dict())`` gives an equal object."""

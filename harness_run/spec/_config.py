@@ -8,21 +8,16 @@ overlaid: they are baked into the image, so changing them means deploying a new 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from pydantic import Field, field_serializer, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from harness_run.errors import SpecError, SpecIssue
-from harness_run.spec._agent import (
-    AgentSpec,
-    Harness,
-    PermissionMode,
-    ReasoningEffort,
-    check_output_schema,
-    json_schema_of,
-    parse_duration,
-)
+from harness_run.spec._agent import AgentSpec, Harness, PermissionMode, ReasoningEffort
 from harness_run.spec._base import SpecModel, spec_fail
+from harness_run.spec._schema import OutputSchema
+from harness_run.spec._types import Duration, ModelBaseUrl, ModelId, OutputSchemaField, ToolName
 from harness_run.spec._values import SystemPrompt
 
 __all__ = ["DEPLOY_ONLY_FIELDS", "SessionConfig", "TurnConfig", "effective_spec"]
@@ -52,51 +47,38 @@ _CLEARABLE: frozenset[str] = frozenset(n for n, f in AgentSpec.model_fields.item
 
 
 class _Overlay(SpecModel):
-    model: str | None = None
+    model: ModelId | None = None
     system_prompt: SystemPrompt | None = None
-    allowed_tools: tuple[str, ...] | None = None
-    disallowed_tools: tuple[str, ...] | None = None
+    allowed_tools: tuple[ToolName, ...] | None = None
+    disallowed_tools: tuple[ToolName, ...] | None = None
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(default=None, gt=0, strict=True)
     max_budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     reasoning_effort: ReasoningEffort | None = None
-    output_schema: Any = None
-    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    model_base_url: str | None = None
+    output_schema: OutputSchemaField = None
+    timeout: Duration | None = None
+    model_base_url: ModelBaseUrl | None = None
 
     _kind: ClassVar[str] = "config"
 
     @model_validator(mode="before")
     @classmethod
     def _deploy_only(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, Mapping):
+            data = cast("Mapping[Any, Any]", data)
             if cls._kind == "turn" and "harness" in data:
                 raise spec_fail(
                     "the harness cannot change within a session",
                     "start a new session with SessionConfig(harness=...)",
                     field="harness",
                 )
-            for key in sorted(k for k in data if k in DEPLOY_ONLY_FIELDS):
+            for key in sorted(str(k) for k in data if k in DEPLOY_ONLY_FIELDS):
                 raise spec_fail(
                     f"cannot be changed per {cls._kind}: it is part of the deployed image",
                     "deploy a new spec version with the change",
                     field=key,
                 )
         return data
-
-    @field_validator("output_schema", mode="before")
-    @classmethod
-    def _output_schema(cls, value: Any) -> Any:
-        return check_output_schema(value)
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any) -> Any:
-        return parse_duration(value)
-
-    @field_serializer("output_schema")
-    def _dump_schema(self, value: Any) -> dict[str, Any] | None:
-        return json_schema_of(value)
 
     def to_dict(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
         """Only the explicitly set fields: the overlay as given."""
@@ -112,11 +94,48 @@ class SessionConfig(_Overlay):
     _kind: ClassVar[str] = "session"
     harness: Harness | None = None
 
+    if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
+
+        def __init__(
+            self,
+            *,
+            model: str | None = None,
+            system_prompt: SystemPrompt | str | None = None,
+            allowed_tools: Sequence[str] | None = None,
+            disallowed_tools: Sequence[str] | None = None,
+            permission_mode: PermissionMode | None = None,
+            max_turns: int | None = None,
+            max_budget_usd: float | None = None,
+            reasoning_effort: ReasoningEffort | None = None,
+            output_schema: OutputSchema | None = None,
+            timeout: float | str | None = None,
+            model_base_url: str | None = None,
+            harness: Harness | None = None,
+        ) -> None: ...
+
 
 class TurnConfig(_Overlay):
     """Per-turn overlay for ``session.run(..., config=...)`` / ``send``."""
 
     _kind: ClassVar[str] = "turn"
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            model: str | None = None,
+            system_prompt: SystemPrompt | str | None = None,
+            allowed_tools: Sequence[str] | None = None,
+            disallowed_tools: Sequence[str] | None = None,
+            permission_mode: PermissionMode | None = None,
+            max_turns: int | None = None,
+            max_budget_usd: float | None = None,
+            reasoning_effort: ReasoningEffort | None = None,
+            output_schema: OutputSchema | None = None,
+            timeout: float | str | None = None,
+            model_base_url: str | None = None,
+        ) -> None: ...
 
 
 def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import (
     Discriminator,
@@ -17,14 +18,24 @@ from pydantic import (
 )
 
 from harness_run.spec._base import SpecModel, spec_fail
-from harness_run.spec._checks import (
-    check_env_key,
-    check_env_name,
-    check_env_value,
-    check_header,
-    check_secret_name,
-    check_url_has_no_credentials,
-    placeholders,
+from harness_run.spec._checks import placeholders
+from harness_run.spec._types import (
+    Command,
+    EnvSecretMap,
+    EnvSettings,
+    GitRef,
+    Headers,
+    HeaderSecretMap,
+    McpServerName,
+    McpUrl,
+    RepoDir,
+    RepoUrl,
+    SecretName,
+    SkillName,
+    SkillPath,
+    SkillSubdir,
+    SkillUrl,
+    Text,
 )
 
 __all__ = [
@@ -45,30 +56,8 @@ __all__ = [
     "SystemPrompt",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _HOST = re.compile(r"^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[0-9]{1,5})?$")
-_REPO_FIX = "remove the token from the URL and name a secret instead: RepoSource.git(url, auth='GH_TOKEN')"
-
-
-def _check_simple_name(value: str, what: str) -> str:
-    if not _NAME.match(value):
-        raise spec_fail(
-            f"{value!r} is not a valid {what}",
-            "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit",
-        )
-    return value
-
-
-def _check_relative(path: str | None, what: str) -> str | None:
-    if path is None:
-        return None
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts or not path.strip():
-        raise spec_fail(
-            f"{what} {path!r} must be a relative path inside the source", "drop leading '/' and any '..'"
-        )
-    return path
 
 
 class SystemPrompt(SpecModel):
@@ -79,7 +68,7 @@ class SystemPrompt(SpecModel):
     """
 
     mode: Literal["inherit", "replace"] = "inherit"
-    text: str = ""
+    text: Text = ""
 
     @staticmethod
     def inherit(append: str = "") -> SystemPrompt:
@@ -94,11 +83,12 @@ class SystemPrompt(SpecModel):
     def _from_str(cls, data: Any) -> Any:
         if isinstance(data, str):
             return {"mode": "replace", "text": data}
-        if isinstance(data, dict) and "append" in data and "text" not in data:
+        fields = _as_mapping(data)
+        if fields is not None and "append" in fields and "text" not in fields:
             return {
-                "mode": data.get("mode", "inherit"),
-                "text": data["append"],
-                **{k: v for k, v in data.items() if k not in {"append", "mode"}},
+                "mode": fields.get("mode", "inherit"),
+                "text": fields["append"],
+                **{k: v for k, v in fields.items() if k not in {"append", "mode"}},
             }
         return data
 
@@ -110,66 +100,56 @@ class GitSkill(SpecModel):
     """Skills from a git repository, cloned at ``ref`` and pinned to the commit at compile time."""
 
     kind: Literal["git"] = "git"
-    url: str
-    ref: str | None = None
-    subdir: str | None = None
-    name: str | None = None
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, url: str) -> str:
-        check_url_has_no_credentials(url, "skill", "skills are cloned at build time: use a public URL")
-        return url
-
-    @field_validator("subdir")
-    @classmethod
-    def _subdir(cls, value: str | None) -> str | None:
-        return _check_relative(value, "subdir")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        return None if value is None else _check_simple_name(value, "skill name")
+    url: SkillUrl
+    ref: GitRef | None = None
+    subdir: SkillSubdir | None = None
+    name: SkillName | None = None
 
     @property
     def staged_name(self) -> str:
         if self.name:
             return self.name
-        tail = self.subdir.rstrip("/").rsplit("/", 1)[-1] if self.subdir else ""
+        tail = PurePosixPath(self.subdir).name if self.subdir else ""
         base = tail or self.url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-        return re.sub(r"[^A-Za-z0-9_.-]", "-", base.removesuffix(".git")) or "skills"
+        return _file_name(base.removesuffix(".git"), "skills")
 
 
 class LocalSkill(SpecModel):
     """Skills from a local directory, copied into the build context."""
 
     kind: Literal["local"] = "local"
-    path: str
-    name: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        return None if value is None else _check_simple_name(value, "skill name")
+    path: SkillPath
+    name: SkillName | None = None
 
     @property
     def staged_name(self) -> str:
         if self.name:
             return self.name
-        base = self.path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-        return re.sub(r"[^A-Za-z0-9_.-]", "-", base) or "skills"
+        return _file_name(PurePosixPath(self.path.replace("\\", "/")).name, "skills")
 
 
-def _kind_of(default_for: dict[str, str], fallback: str):  # type: ignore[no-untyped-def]
+def _file_name(base: str, fallback: str) -> str:
+    """``base`` as one safe path component (never '', '.' or '..')."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", base)
+    return name if name.strip(".") else fallback
+
+
+def _as_mapping(value: object) -> Mapping[Any, Any] | None:
+    return cast("Mapping[Any, Any]", value) if isinstance(value, Mapping) else None
+
+
+def _kind_of(default_for: dict[str, str], fallback: str) -> Callable[[Any], str | None]:
     """A discriminator that reads ``kind``, else infers it from a telling key (for spec files)."""
 
     def pick(value: Any) -> str | None:
-        if isinstance(value, dict):
-            kind = value.get("kind")
+        fields = _as_mapping(value)
+        if fields is not None:
+            kind = fields.get("kind")
             if kind is not None:
                 return kind if isinstance(kind, str) else None
-            return next((k for key, k in default_for.items() if key in value), fallback)
-        return getattr(value, "kind", None)
+            return next((k for key, k in default_for.items() if key in fields), fallback)
+        kind = getattr(value, "kind", None)
+        return kind if isinstance(kind, str) else None
 
     return pick
 
@@ -203,33 +183,19 @@ class GitRepo(SpecModel):
     """
 
     kind: Literal["git"] = "git"
-    url: str
-    ref: str | None = None
-    auth: str | None = None
-    path: str | None = None
+    url: RepoUrl
+    ref: GitRef | None = None
+    auth: SecretName | None = None
+    path: RepoDir | None = None
     depth: int | None = Field(default=None, gt=0)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, url: str) -> str:
-        check_url_has_no_credentials(url, "repository", _REPO_FIX)
-        return url
-
-    @field_validator("auth")
-    @classmethod
-    def _auth(cls, value: str | None) -> str | None:
-        return None if value is None else check_secret_name(value)
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str | None) -> str | None:
-        return _check_relative(value, "path")
 
     @property
     def dir_name(self) -> str:
         if self.path:
             return self.path
-        return self.url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git") or "repo"
+        return _file_name(
+            self.url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git"), "repo"
+        )
 
 
 RepoSpec = GitRepo
@@ -252,44 +218,28 @@ class RepoSource:
 # --- MCP servers ------------------------------------------------------------------------------
 
 
-def _check_secret_map(mapping: dict[str, str], what: str) -> dict[str, str]:
-    for key, ref in mapping.items():
-        names = placeholders(ref) or [ref]
-        for name in names:
-            check_secret_name(name)
-        if what == "env_secrets":
-            check_env_name(key, "env_secrets keys are environment variable names")
-    return mapping
-
-
 class StdioMcpServer(SpecModel):
     """An MCP server the harness starts as a subprocess."""
 
     kind: Literal["stdio"] = "stdio"
-    name: str
-    command: str
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict[str, str])
-    env_secrets: dict[str, str] = Field(default_factory=dict[str, str])
+    name: McpServerName
+    command: Command
+    args: tuple[Text, ...] = ()
+    env: EnvSettings = Field(default_factory=dict[str, str])
+    env_secrets: EnvSecretMap = Field(default_factory=dict[str, str])
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _check_simple_name(value, "MCP server name")
+    if TYPE_CHECKING:  # what type checkers show users: any sequence of arguments
 
-    @field_validator("env")
-    @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        for key, value in env.items():
-            check_env_name(key, "MCP server env")
-            check_env_key(key)
-            check_env_value(key, value)
-        return env
-
-    @field_validator("env_secrets")
-    @classmethod
-    def _env_secrets(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_secret_map(value, "env_secrets")
+        def __init__(
+            self,
+            *,
+            kind: Literal["stdio"] = "stdio",
+            name: str,
+            command: str,
+            args: Sequence[str] = (),
+            env: Mapping[str, str] = ...,
+            env_secrets: Mapping[str, str] = ...,
+        ) -> None: ...
 
     def secret_names(self) -> list[str]:
         return [n for ref in self.env_secrets.values() for n in (placeholders(ref) or [ref])]
@@ -299,36 +249,11 @@ class RemoteMcpServer(SpecModel):
     """An MCP server reached over HTTP (streamable HTTP or SSE)."""
 
     kind: Literal["remote"] = "remote"
-    name: str
-    url: str
+    name: McpServerName
+    url: McpUrl
     transport: Literal["http", "sse"] = "http"
-    headers: dict[str, str] = Field(default_factory=dict[str, str])
-    header_secrets: dict[str, str] = Field(default_factory=dict[str, str])
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _check_simple_name(value, "MCP server name")
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise spec_fail(f"{url!r} is not an http(s) URL", "give the server's full https:// URL")
-        check_url_has_no_credentials(url, "MCP server", "use header_secrets for credentials")
-        return url
-
-    @field_validator("headers")
-    @classmethod
-    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        for name, value in headers.items():
-            check_header(name, value)
-        return headers
-
-    @field_validator("header_secrets")
-    @classmethod
-    def _header_secrets(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_secret_map(value, "header_secrets")
+    headers: Headers = Field(default_factory=dict[str, str])
+    header_secrets: HeaderSecretMap = Field(default_factory=dict[str, str])
 
     def secret_names(self) -> list[str]:
         return [n for ref in self.header_secrets.values() for n in (placeholders(ref) or [ref])]
@@ -388,12 +313,14 @@ class McpServer:
 
 
 class Secret(SpecModel):
-    """A secret the agent may use: only its NAME is in the spec; each run supplies the value."""
+    """A secret the agent may use: only its NAME is in the spec; each run supplies the value.
 
-    _positional: ClassVar[tuple[str, ...]] = ("name",)
-    name: str
+    ``Secret("GH_TOKEN", required=False)``: the name may also be given positionally.
+    """
+
+    name: SecretName
     required: bool = True
-    description: str = ""
+    description: Text = ""
     expose: bool | None = None
     """Whether the agent's own shell (its tool commands, ``exec()``) gets the value as an environment
     variable. ``None`` (default): yes, unless the secret is consumed elsewhere — a repository's
@@ -407,15 +334,23 @@ class Secret(SpecModel):
             data.pop("expose", None)
         return data
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self, name: str, required: bool = True, description: str = "", expose: bool | None = None
+        ) -> None: ...
+
+    else:
+
+        def __init__(self, /, *args: Any, **data: Any) -> None:
+            if len(args) > 1:
+                raise TypeError("Secret() takes the name positionally; give the other fields by keyword")
+            super().__init__(**({"name": args[0]} if args else {}), **data)
+
     @model_validator(mode="before")
     @classmethod
     def _from_str(cls, data: Any) -> Any:
         return {"name": data} if isinstance(data, str) else data
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_secret_name(value)
 
 
 class Resources(SpecModel):
@@ -424,6 +359,16 @@ class Resources(SpecModel):
     cpu: str = "1"
     memory: str = "2Gi"
     ephemeral_storage: str = "10Gi"
+
+    if TYPE_CHECKING:  # numbers are accepted too: cpu=2
+
+        def __init__(
+            self,
+            *,
+            cpu: str | float = "1",
+            memory: str | float = "2Gi",
+            ephemeral_storage: str | float = "10Gi",
+        ) -> None: ...
 
     @field_validator("cpu", "memory", "ephemeral_storage", mode="before")
     @classmethod
@@ -444,13 +389,20 @@ class Network(SpecModel):
     egress: Literal["open", "none", "allowlist"] = "open"
     allow_hosts: tuple[str, ...] = ()
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self, *, egress: Literal["open", "none", "allowlist"] = "open", allow_hosts: Sequence[str] = ()
+        ) -> None: ...
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, str):
             return {"egress": data}
         if isinstance(data, list | tuple):
-            return {"egress": "allowlist", "allow_hosts": data}
+            hosts: Sequence[Any] = cast("Sequence[Any]", data)
+            return {"egress": "allowlist", "allow_hosts": hosts}
         return data
 
     @field_validator("allow_hosts")

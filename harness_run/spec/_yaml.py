@@ -1,22 +1,63 @@
 """YAML in and out for spec files: safe loading, duplicate keys refused, stable output.
 
+Loading is bounded: documents of at most ``MAX_DOCUMENT_BYTES`` and ``MAX_DOCUMENT_DEPTH`` levels,
+and no anchors or aliases (``&a`` / ``*a``): a few hundred bytes of nested aliases expand to
+billions of values (a "billion laughs" bomb), and spec files have no use for them.
+
 Imported lazily by the spec (PyYAML costs ~30 ms to import).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.error import Mark
 
 from harness_run.errors import SpecError, SpecIssue
 
-__all__ = ["dump_yaml", "load_spec_file", "load_yaml"]
+__all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "dump_yaml", "load_spec_file", "load_yaml"]
+
+MAX_DOCUMENT_BYTES: Final = 1024 * 1024
+MAX_DOCUMENT_DEPTH: Final = 100
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (YAML would silently keep the last one)."""
+    """SafeLoader that refuses duplicate keys (YAML would silently keep the last one), anchors and
+    aliases, and nesting deeper than ``MAX_DOCUMENT_DEPTH``."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise _Refused(_NO_ANCHORS, _WRITE_OUT, self.get_mark())
+        if self._depth >= MAX_DOCUMENT_DEPTH:
+            raise _Refused(
+                f"nested too deeply (more than {MAX_DOCUMENT_DEPTH} levels)", _SIMPLIFY, self.get_mark()
+            )
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if self.anchors:  # the node (or one inside it) was given an &anchor
+            raise _Refused(_NO_ANCHORS, _WRITE_OUT, node.start_mark if node else self.get_mark())
+        return node
+
+
+class _Refused(ComposerError):
+    """Valid YAML this loader does not accept; ``fix`` says what to write instead."""
+
+    def __init__(self, problem: str, fix: str, mark: Mark | None) -> None:
+        super().__init__(None, None, problem, mark)
+        self.fix = fix
+
+
+_NO_ANCHORS: Final = "YAML anchors and aliases (&name, *name, <<: *name) are not accepted in spec files"
+_WRITE_OUT: Final = "write the values out in full instead of &anchor / *alias"
+_SIMPLIFY: Final = "simplify the file"
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -51,18 +92,37 @@ def load_yaml(source: str | Path) -> tuple[Any, str | None]:
     name: str | None = None
     if isinstance(source, Path) or ("\n" not in source and _is_file(source)):
         name = str(source)
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError([SpecIssue("<file>", f"cannot read {name}: {exc}", "check the path")]) from None
+        text = _read(Path(source), name)
     else:
         text = source
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise SpecError(
+            [
+                SpecIssue(
+                    "<yaml>",
+                    f"the document is larger than {MAX_DOCUMENT_BYTES // 1024} KiB",
+                    "keep long prompts and schemas in code or separate files",
+                )
+            ],
+            source=name,
+        )
+    if "\x00" in text:
+        raise SpecError(
+            [
+                SpecIssue(
+                    "<yaml>", "the document contains a NUL character", "remove it (is it a binary file?)"
+                )
+            ],
+            source=name,
+        )
     try:
         return yaml.load(text, Loader=_StrictLoader), name
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "<yaml>"
         problem = getattr(exc, "problem", None) or str(exc)
+        if isinstance(exc, _Refused):
+            raise SpecError([SpecIssue(where, problem, exc.fix)], source=name) from None
         raise SpecError(
             [SpecIssue(where, f"not valid YAML: {problem}", "fix the YAML syntax")], source=name
         ) from None
@@ -85,6 +145,15 @@ def load_yaml(source: str | Path) -> tuple[Any, str | None]:
         ) from None
 
 
+def _read(path: Path, name: str) -> str:
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([SpecIssue("<file>", f"cannot read {name}: {exc}", "check the path")]) from None
+
+
 def load_spec_file(path: str | Path) -> tuple[Any, str]:
     """Read a spec file: ``.json`` as JSON, anything else as YAML (JSON is valid YAML too)."""
     data, name = load_yaml(Path(path))
@@ -92,4 +161,7 @@ def load_spec_file(path: str | Path) -> tuple[Any, str]:
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    # types-PyYAML annotates `width` with _typeshed.FloatInt, which pyright's bundled typeshed lacks
+    return yaml.safe_dump(  # pyright: ignore[reportUnknownMemberType]
+        data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )

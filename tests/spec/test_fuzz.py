@@ -1,8 +1,10 @@
 """Property-based fuzzing of spec files and overlays.
 
-Property: any input either validates (and then round-trips) or raises our ``SpecError`` whose every
-issue has a non-empty field path and a message — never another exception. In CI (``CI=true``) the
-examples are derandomized so a run is reproducible.
+Property: any input either validates — and then round-trips and is *meaningful* (no NUL, confined
+paths, git network URLs, no reserved environment names, a real JSON Schema …, see
+``_assert_meaningful``) — or raises our ``SpecError`` whose every issue has a non-empty field path
+and a message; never another exception. In CI (``CI=true``) the examples are derandomized so a run
+is reproducible.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
@@ -20,7 +25,14 @@ from hypothesis import strategies as st
 
 from harness_run import AgentSpec, SessionConfig, TurnConfig
 from harness_run.errors import SpecError
-from harness_run.spec import effective_spec
+from harness_run.spec import (
+    GitRepo,
+    GitSkill,
+    LocalSkill,
+    StdioMcpServer,
+    effective_spec,
+    is_reserved_env_name,
+)
 
 from .cases import GOOD
 
@@ -32,6 +44,7 @@ FUZZ = settings(
     database=None if _CI else settings.default.database,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
+QUICK = settings(FUZZ, max_examples=100)  # the hostile-value properties: a few seconds each
 
 # ---- strategies -----------------------------------------------------------------------------------
 
@@ -121,6 +134,41 @@ _WORDS = [
     "é",
     "${",
     "}",
+]
+# Values the reliability review found accepted although meaningless or hostile.
+HOSTILE = [
+    " ",
+    "\x00",
+    "a\x00b",
+    "$(touch /tmp/x)",
+    "`id`",
+    "ext::sh -c id",
+    "ext::sh",
+    "fd::3",
+    "file:///etc",
+    "/",
+    "//",
+    "~",
+    "../../..",
+    "skills/../..",
+    "/abs/skills",
+    "--upload-pack=x",
+    "PATH",
+    "HOME",
+    "LD_PRELOAD",
+    "PYTHONPATH",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_KEY_0",
+    "HARNESS_RUN_MCP_X",
+    "HARNESS_RUN_STORE",
+    "gpt 5",
+    "strng",
+    "a\r\nX-Injected: 1",
+    "git@github.com:acme/r.git",
+    "ssh://git@github.com/acme/r.git",
+    "skills/ok",
+    "main",
+    "GOOD_NAME",
 ]
 scalars = (
     st.none()
@@ -276,8 +324,14 @@ def _valid_or_spec_error(load: Callable[[], Any]) -> Any:
 def _check_round_trip(obj: Any) -> None:
     again = type(obj).from_dict(obj.to_dict())
     assert again == obj
+    _assert_meaningful(obj, document=False)
     if isinstance(obj, AgentSpec):
-        assert AgentSpec.from_yaml(obj.to_yaml()) == obj
+        from_yaml = _valid_or_spec_error(lambda: AgentSpec.from_yaml(obj.to_yaml()))
+        if from_yaml is not None:  # (a spec file may not name local sources; code may)
+            assert from_yaml == obj
+            _assert_meaningful(from_yaml, document=True)
+        else:
+            assert _local_sources(obj), "only local sources may make a valid spec an invalid file"
         assert all(not isinstance(v, float) or math.isfinite(v) for v in (obj.timeout, obj.max_budget_usd))
 
 
@@ -285,6 +339,64 @@ def _check_spec_data(data: Any) -> None:
     spec = _valid_or_spec_error(lambda: AgentSpec.from_dict(data))
     if spec is not None:
         _check_round_trip(spec)
+
+
+# ---- what "meaningful" means -----------------------------------------------------------------------
+
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+\[\]-]*$")
+_GIT_NETWORK = re.compile(r"^(https?|ssh|git)://[^/\s]+|^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _local_sources(spec: AgentSpec) -> list[str]:
+    urls = [s.url for s in spec.skills if isinstance(s, GitSkill)] + [r.url for r in spec.repos]
+    paths = [s.path for s in spec.skills if isinstance(s, LocalSkill)]
+    return [u for u in urls if u.startswith(("file:", "/"))] + [p for p in paths if p.startswith(("/", "~"))]
+
+
+def _assert_meaningful(obj: Any, *, document: bool) -> None:
+    """What every accepted spec (or overlay) must be, however it was fuzzed."""
+    data = obj.to_dict()
+    assert not any("\x00" in text for text in _strings(data)), data
+    if data.get("model") is not None:
+        assert _MODEL_ID.match(data["model"]), data["model"]
+    if data.get("output_schema") is not None:
+        jsonschema.Draft202012Validator.check_schema(data["output_schema"])
+    for tool in (*(data.get("allowed_tools") or ()), *(data.get("disallowed_tools") or ())):
+        assert tool.strip() and tool.isprintable(), tool
+    if not isinstance(obj, AgentSpec):
+        return
+    for skill in obj.skills:
+        if isinstance(skill, LocalSkill):
+            parts = PurePosixPath(skill.path).parts
+            assert ".." not in parts and [p for p in parts if p.strip("/") not in {"", ".", "~"}], skill
+            assert not document or not skill.path.startswith(("/", "~")), skill
+    for source in (*[s for s in obj.skills if isinstance(s, GitSkill)], *obj.repos):
+        assert not source.url.startswith("-") and "::" not in source.url.split("/")[0], source
+        assert _GIT_NETWORK.match(source.url) or (not document and source.url.startswith(("file:", "/")))
+        if isinstance(source, GitRepo) and source.ref is not None:
+            assert not source.ref.startswith("-") and ".." not in source.ref
+    for name in [s.staged_name for s in obj.skills]:  # skills/<name>/ in the build context
+        assert name.strip(".") and "/" not in name and "\x00" not in name, name
+    for repo in obj.repos:  # cloned into <workspace>/<dir_name>
+        assert (
+            not PurePosixPath(repo.dir_name).is_absolute() and ".." not in PurePosixPath(repo.dir_name).parts
+        )
+    names = [s.name for s in obj.secrets] + [r.auth for r in obj.repos if r.auth]
+    assert not any(is_reserved_env_name(n) for n in names), names
+    env_keys = [*obj.env, *(k for m in obj.mcp_servers if isinstance(m, StdioMcpServer) for k in m.env)]
+    assert not any(is_reserved_env_name(k, as_setting=True) for k in env_keys), env_keys
 
 
 # ---- AgentSpec ---------------------------------------------------------------------------------------
@@ -398,3 +510,78 @@ def test_arbitrary_data_as_overlay(cls: Any, data: Any) -> None:
 @example(TurnConfig, {"max_budget_usd": float("inf")})
 def test_mutated_overlay(cls: Any, data: Any) -> None:
     _check_overlay_data(cls, data)
+
+
+# ---- hostile values ------------------------------------------------------------------------------
+
+hostile = st.sampled_from(HOSTILE) | st.text(alphabet=st.sampled_from("aZ0_/.-:$()\x00 ~@"), max_size=10)
+_HOSTILE_BASES: list[dict[str, Any]] = [
+    GOOD["kitchen-sink"]().to_dict(exclude_defaults=True),
+    GOOD["readme-repo-fixer"]().to_dict(exclude_defaults=True),
+    GOOD["stdio-mcp-env-secrets"]().to_dict(exclude_defaults=True),
+]
+
+
+@QUICK
+@given(mutated(_HOSTILE_BASES, hostile))
+@example({"name": "a", "harness": "codex", "model": "gpt-5", "skills": [{"path": "/"}]})
+@example({"name": "a", "harness": "codex", "model": "gpt-5", "repos": [{"url": "ext::sh -c id"}]})
+@example({"name": "a", "harness": "codex", "model": "gpt-5", "secrets": ["LD_PRELOAD"]})
+def test_hostile_values_are_refused_or_harmless(data: Any) -> None:
+    _check_spec_data(data)
+
+
+@QUICK
+@given(mutated(_HOSTILE_BASES, hostile))
+def test_hostile_values_in_spec_files(data: Any) -> None:
+    spec = _valid_or_spec_error(lambda: AgentSpec.from_yaml(yaml.safe_dump(data)))
+    if spec is not None:
+        _assert_meaningful(spec, document=True)
+
+
+_SCHEMA_KEYS = [
+    "type",
+    "properties",
+    "items",
+    "required",
+    "enum",
+    "const",
+    "anyOf",
+    "allOf",
+    "not",
+    "$defs",
+    "$ref",
+    "additionalProperties",
+    "minItems",
+    "pattern",
+    "patternProperties",
+    "format",
+    "x-extra",
+]
+_SCHEMA_VALUES = st.sampled_from(
+    ["object", "string", "strng", "(", "^a$", "#/$defs/X", 0, -1, 1.5, True, None, [], ["a", "a"], ["a"], {}]
+)
+schema_like = st.recursive(
+    _SCHEMA_VALUES,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(_SCHEMA_KEYS), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@QUICK
+@given(st.dictionaries(st.sampled_from(_SCHEMA_KEYS), schema_like, max_size=5))
+@example({"properties": {"a": {"type": "strng"}}})
+@example({"required": ["a", "a"]})
+def test_accepted_output_schemas_are_json_schemas(extra: dict[str, Any]) -> None:
+    schema = {**extra, "type": "object"}
+    for load in (
+        lambda: AgentSpec.from_dict(
+            {"name": "a", "harness": "codex", "model": "gpt-5", "output_schema": schema}
+        ),
+        lambda: TurnConfig.from_dict({"output_schema": schema}),
+    ):
+        accepted = _valid_or_spec_error(load)
+        if accepted is not None:
+            jsonschema.Draft202012Validator.check_schema(accepted.to_dict()["output_schema"])
