@@ -46,7 +46,7 @@ HARNESS_CLI_PINS: Final[dict[str, str]] = {
 
 # The library's core dependencies (pyproject ``[project] dependencies``), pinned for the image.
 # Also used as pip constraints for the user's ``packages``, so a conflict fails the build loudly
-# instead of breaking ``import harness_run`` in the image. tests/build checks these satisfy pyproject.
+# instead of breaking ``import harness_run`` in the image. tests/compiler checks these satisfy pyproject.
 LIBRARY_REQUIREMENTS: Final[tuple[str, ...]] = (
     "gitpython==3.2.1",
     "jinja2==3.1.6",

@@ -24,8 +24,8 @@ from harness_run.vocab import pins
 from .conftest import GOLDEN, git, representative_spec
 
 # Regenerate the golden files after an intended change of the output:
-#   HARNESS_RUN_UPDATE_GOLDEN=1 pytest tests/build/test_compile.py -k golden
-# then review the diff of tests/build/golden/ like any other code change.
+#   HARNESS_RUN_UPDATE_GOLDEN=1 pytest tests/compiler/test_compile.py -k golden
+# then review the diff of tests/compiler/golden/ like any other code change.
 UPDATE_GOLDEN = os.environ.get("HARNESS_RUN_UPDATE_GOLDEN") == "1"
 
 GOLDEN_FILES = {
