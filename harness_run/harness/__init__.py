@@ -16,7 +16,7 @@ __all__ = [
 
 
 def get_driver(harness: str) -> HarnessDriver:
-    """The driver for a harness name; raises RunError for a harness without a local driver yet."""
+    """The driver for a harness name; raises UsageError for a harness harness-run has no driver for."""
     if harness == "claude-code":
         from harness_run.harness.claude_code import ClaudeCodeDriver
 
