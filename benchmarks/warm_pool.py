@@ -161,8 +161,9 @@ def main() -> None:
                 noop.append(time.perf_counter() - start)
             show("no-op redeploy wall time", noop)
 
+            # measure() closes the engine it is given: each measurement gets its own (a no-op redeploy)
             asyncio.run(measure(engine, url, 2, args.pool))  # warm-up: image layers, page cache
-            warm = asyncio.run(measure(engine, url, args.turns, args.pool))
+            warm = asyncio.run(measure(deploy(args.pool), url, args.turns, args.pool))
             print(f"\nwarm (pool of {args.pool}), {args.turns} turns:")
             report(warm)
 
