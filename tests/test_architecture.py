@@ -70,8 +70,9 @@ def test_test_infrastructure_is_not_in_the_package() -> None:
 
 
 def test_init_modules_only_import() -> None:
-    """Every package ``__init__`` is import-only: a docstring, imports, ``__all__`` (and a lookup
-    function where a package picks an implementation by name)."""
+    """Every package ``__init__`` is import-only: a docstring, imports (also under
+    ``if TYPE_CHECKING:``), ``__all__`` (and a lookup function where a package picks an
+    implementation by name, or a lazy ``__getattr__`` with its ``_LAZY`` table)."""
     for init in PACKAGE.rglob("__init__.py"):
         tree = ast.parse(init.read_text())
         for node in tree.body:
@@ -79,11 +80,16 @@ def test_init_modules_only_import() -> None:
                 isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
             )
             ok = ok or (
-                isinstance(node, ast.Assign | ast.AnnAssign)
-                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in _targets(node))
+                isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                and any(isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY") for t in _targets(node))
+            )
+            ok = ok or (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"
             )
             assert ok, f"{init.relative_to(REPO)}:{node.lineno}: only imports and __all__ belong here"
 
 
-def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+def _targets(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> list[ast.expr]:
     return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
