@@ -24,7 +24,12 @@ from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
-from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
+from harness_run.runtime.local._workspace import (
+    SessionPaths,
+    Workspaces,
+    resolve_workdir,
+    scrub_git_credentials,
+)
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
@@ -106,7 +111,7 @@ class LocalEngine(EngineBase):
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
         super().__init__(owns_store=store is None)
         self.spec = spec
-        self.workdir = Path(workdir) if workdir is not None else default_workdir()
+        self.workdir = resolve_workdir(workdir if workdir is not None else default_workdir())
         self.store = store if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
