@@ -1,8 +1,10 @@
 """Bad or awkward inputs at the entry points get clear errors or just work: a relative ``workdir``
-(resolved against the current directory, as the user meant), a workdir that is a file."""
+(resolved against the current directory, as the user meant), a workdir that is a file; and what a
+turn leaves on disk is the owner's only."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,12 @@ async def test_a_relative_workdir_is_resolved_and_a_file_is_refused(
         session = engine.start_session()
         result = await session.run("make a file", secrets=model_secrets(model))
         assert not result.is_error, result.error
-    assert (tmp_path / "rel" / "sessions" / session.session_id / "workspace" / "made.txt").is_file()
+    session_dir = tmp_path / "rel" / "sessions" / session.session_id
+    assert (session_dir / "workspace" / "made.txt").is_file()
+    # the session's files (the harness's own transcripts in its home) and the store: the owner's only
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (session_dir, session_dir / "home")}
+    assert modes == {session_dir.name: 0o700, "home": 0o700}
+    assert stat.S_IMODE((tmp_path / "rel" / "history.sqlite3").stat().st_mode) == 0o600
     with local.get_engine("rel", workdir="rel") as again:
         assert again.get_session(session.session_id).record.turns == 1
 

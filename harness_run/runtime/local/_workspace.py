@@ -52,8 +52,13 @@ class SessionPaths:
         self.setup_marker = root / ".setup-done"
 
     def create(self) -> None:
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        self.home.mkdir(parents=True, exist_ok=True)
+        """The session's directories, the owner's only (0700): its home holds the harness's own
+        transcripts, which may quote what the agent saw."""
+        self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.root.chmod(0o700)
+        self.workspace.mkdir(exist_ok=True)
+        self.home.mkdir(mode=0o700, exist_ok=True)
 
 
 @contextmanager
