@@ -18,7 +18,7 @@ from typing import Any, Literal
 from harness_run.errors import UsageError
 from harness_run.events import RunResult
 from harness_run.runtime import Engine
-from harness_run.runtime.local import LocalEngine, default_workdir
+from harness_run.runtime.local import LocalEngine, default_workdir, resolve_workdir
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
 from harness_run.store import SqliteStore
 
@@ -61,7 +61,7 @@ def deploy(
 
         return deploy_container(
             spec,
-            workdir=Path(workdir) if workdir is not None else default_workdir(),
+            workdir=resolve_workdir(workdir if workdir is not None else default_workdir()),
             base_image=base_image or DEFAULT_BASE_IMAGE,
             docker_client_=docker_client,
             network_mode=network_mode,
@@ -92,7 +92,7 @@ def get_engine(
     """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process), or its
     ``version`` (a digest); in containers when that was deployed with ``isolation="container"`` (on
     ``docker_client``, default ``DOCKER_HOST``; nothing is built)."""
-    root = Path(workdir) if workdir is not None else default_workdir()
+    root = resolve_workdir(workdir if workdir is not None else default_workdir())
     lookup = SqliteStore(root)
     try:
         record = lookup.get_engine(name, version)

@@ -61,3 +61,9 @@ def test_warm_pool_benchmark_prints_latencies(docker_client: object, base_image:
     for section in ("warm (pool of 1), 2 turns:", "cold (no pool), 1 turns:"):
         assert section in out, out
     assert len(re.findall(r"claim -> first event: p50 [0-9]+ ms", out)) == 2, out
+
+
+def test_redaction_benchmark_prints_timings() -> None:
+    out = _run("redaction.py", "--runs", "20")
+    for label in ("redact_message_us", "redact_tool_use_us", "redact_clean_us", "json_text_message_us"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out

@@ -95,7 +95,7 @@ def _demo(args: argparse.Namespace) -> int:
 async def _demo_turn(args: argparse.Namespace) -> int:
     from harness_run import AgentSpec, local
     from harness_run.cli._view import EventView
-    from harness_run.runtime.local import default_workdir
+    from harness_run.runtime.local import default_workdir, resolve_workdir
     from harness_run.testing import ScriptedModel, shell, text, write_file
 
     spec = AgentSpec(
@@ -128,7 +128,7 @@ async def _demo_turn(args: argparse.Namespace) -> int:
         result = await run
         view.result(result)
         if not args.json:
-            workdir = Path(args.workdir) if args.workdir else default_workdir()
+            workdir = resolve_workdir(args.workdir or default_workdir())
             workspace = workdir / "sessions" / session.session_id / "workspace"
             print(f"workspace: {workspace}")
             print(f"history:   harness-run history {session.session_id}")

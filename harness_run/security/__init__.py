@@ -5,11 +5,13 @@ Every runtime applies this layer the same way (the local engine and the in-image
 
 from harness_run.security._secrets import (
     OPENROUTER_URL,
+    SHORT_SECRET,
     agent_env,
     check_secrets,
     exposed_secrets,
     git_auth_env,
     redact_event,
+    redact_text,
     resolve_secrets,
     routed_secret_names,
     secret_forms,
@@ -18,11 +20,13 @@ from harness_run.security._secrets import (
 
 __all__ = [
     "OPENROUTER_URL",
+    "SHORT_SECRET",
     "agent_env",
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
     "redact_event",
+    "redact_text",
     "resolve_secrets",
     "routed_secret_names",
     "secret_forms",

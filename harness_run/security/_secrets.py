@@ -25,8 +25,13 @@ casual reach (``env`` dumps, logs), not out of a determined agent's.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, cast, get_args, get_origin
+
+from pydantic import BaseModel
 
 from harness_run.errors import UsageError
 from harness_run.events import AgentEvent
@@ -37,16 +42,20 @@ from harness_run.vocab.envrules import PROVIDER_VARIABLES
 __all__ = [
     "OPENROUTER_URL",
     "PROVIDER_VARIABLES",
+    "SHORT_SECRET",
     "agent_env",
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
+    "redact_event",
+    "redact_text",
     "resolve_secrets",
     "routed_secret_names",
     "secret_forms",
     "secret_values",
 ]
 
+_log = logging.getLogger("harness_run.security")
 _NOT_SECRET = frozenset(
     {
         "ANTHROPIC_BASE_URL",
@@ -105,6 +114,9 @@ def check_secrets(spec: AgentSpec, given: Mapping[str, str] | None) -> dict[str,
             f"secrets {unknown} are not declared by spec {spec.name!r}; add them to the spec's "
             "`secrets` (names only) or drop them from this run"
         )
+    too_short = sorted(k for k, v in given.items() if 0 < len(v) < 4 and k not in _NOT_SECRET)
+    if too_short:  # blanking 1-3 characters everywhere would mangle every output
+        _log.warning("secrets %s are under 4 characters and will not be redacted", too_short)
     return given
 
 
@@ -239,13 +251,84 @@ def _claude_scrub_available() -> bool:
 
 
 def redact_event(event: AgentEvent, forms: Sequence[str]) -> AgentEvent:
-    """``event`` with every secret form (see :func:`secret_forms`) blanked; the same object when
-    none occurs in it."""
+    """``event`` with every secret form (see :func:`secret_forms`) blanked in every string it holds
+    (keys and numbers too in its free-form fields: tool input, structured output, ``raw``); the same
+    object when none occurs in it.
+
+    Redaction works on values, never on the serialized JSON text: a secret that is also a JSON token
+    (``false``, ``null``, ``type``) cannot break the event, whatever its value. Enumerated fields
+    (``type``, ``stop_reason`` …) are never changed. Forms shorter than :data:`SHORT_SECRET`
+    characters are blanked only as whole tokens (see :func:`redact_text`)."""
     if not forms:
         return event
-    text = event.model_dump_json()
-    if not any(f in text for f in forms):
-        return event
+    return _redact_model(event, forms)
+
+
+def _redact_model[M: BaseModel](model: M, forms: Sequence[str]) -> M:
+    changes: dict[str, object] = {}
+    for name, info in type(model).model_fields.items():
+        value: object = getattr(model, name)
+        if _is_literal(info.annotation):
+            continue
+        if isinstance(value, BaseModel):
+            new: object = _redact_model(value, forms)
+        else:
+            new = _redact_value(value, forms, numbers=name in _FREE_FORM)
+        if new is not value:
+            changes[name] = new
+    return model.model_copy(update=changes) if changes else model
+
+
+_FREE_FORM = frozenset({"input", "structured_output", "raw"})
+
+
+def _is_literal(annotation: object) -> bool:
+    return get_origin(annotation) is Literal or any(get_origin(a) is Literal for a in get_args(annotation))
+
+
+SHORT_SECRET = 8
+"""Secret forms shorter than this are blanked only as whole tokens: ``test`` blanks ``a test run``
+but not ``tests``. Values under 4 characters are not redacted at all (a warning names them)."""
+
+_WORD = r"[A-Za-z0-9_]"
+
+
+def redact_text(text: str, forms: Sequence[str]) -> str:
+    """``text`` with each form replaced by ``***``: long forms anywhere, short ones (under
+    :data:`SHORT_SECRET` characters) only where no letter, digit or ``_`` touches them."""
     for form in forms:
-        text = text.replace(form, "***")
-    return type(event).model_validate_json(text)
+        if form not in text:
+            continue
+        if len(form) >= SHORT_SECRET:
+            text = text.replace(form, "***")
+        else:
+            text = re.sub(f"(?<!{_WORD}){re.escape(form)}(?!{_WORD})", "***", text)
+    return text
+
+
+def _redact_value(value: object, forms: Sequence[str], *, numbers: bool) -> object:
+    """``value`` (JSON data) with secret forms blanked; the same object when nothing changed."""
+    if isinstance(value, str):
+        new = redact_text(value, forms)
+        return value if new == value else new
+    if isinstance(value, BaseModel):
+        return _redact_model(value, forms)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        if numbers and redact_text(json.dumps(value), forms) != json.dumps(value):
+            return "***"
+        return value
+    if isinstance(value, list):
+        items = cast(list[object], value)
+        new_items = [_redact_value(v, forms, numbers=numbers) for v in items]
+        return items if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
+    if isinstance(value, dict):
+        mapping = cast(dict[str, object], value)
+        new_map = {
+            (redact_text(k, forms) if numbers else k): _redact_value(v, forms, numbers=numbers)
+            for k, v in mapping.items()
+        }
+        same = list(new_map) == list(mapping) and all(new_map[k] is mapping[k] for k in mapping)
+        return mapping if same else new_map
+    return value

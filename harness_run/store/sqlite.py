@@ -44,7 +44,49 @@ CREATE TABLE IF NOT EXISTS events (session_id TEXT, turn INTEGER, seq INTEGER, b
 CREATE TABLE IF NOT EXISTS turn_locks (session_id TEXT, turn INTEGER, holder TEXT, at REAL,
                                        PRIMARY KEY (session_id, turn));
 """
+_CORE_TABLES = frozenset({"engines", "sessions", "turns", "events"})
 _M = TypeVar("_M", bound=BaseModel)
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _check_tables(path: Path, existing: set[str]) -> None:
+    """An existing database must be ours and whole: a foreign file or a dropped table is an error,
+    never silently recreated empty (tables added by later versions are created as usual)."""
+    if not existing:
+        return
+    missing = sorted(_CORE_TABLES - existing)
+    if missing == sorted(_CORE_TABLES):
+        raise StoreError(
+            f"{path} is an SQLite database but not a harness-run history store (its tables: "
+            f"{sorted(existing)}); pass another workdir, or move that file away"
+        )
+    if missing:
+        raise StoreError(
+            f"the history store {path} lacks its tables {missing} (dropped or damaged); restore the "
+            "file from a backup, or move it away to start a new store"
+        )
+
+
+def _check_not_truncated(path: Path, blobs: Path) -> None:
+    """A 0-byte database next to stored blobs was truncated: refuse it rather than read it as empty."""
+    try:
+        if path.stat().st_size:
+            return
+    except FileNotFoundError:
+        return
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size:
+        return
+    if next((p for p in blobs.rglob("*") if p.is_file()), None) is not None:
+        raise StoreError(
+            f"the history store {path} is empty (0 bytes) but {blobs} holds stored snapshots: the "
+            "file was truncated; restore it from a backup, or move it away to start a new store"
+        )
+
+
 _T = TypeVar("_T")
 
 
@@ -55,15 +97,36 @@ class SqliteStore:
         self.root = Path(root)
         self._blobs = self.root / "blobs"
         self._lock = threading.Lock()
+        path = self.root / "history.sqlite3"
+        db: sqlite3.Connection | None = None
         try:
-            self._blobs.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.root / "history.sqlite3", timeout=30, check_same_thread=False, isolation_level=None
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # new dirs: the owner's only
+            self._blobs.mkdir(mode=0o700, exist_ok=True)
+            _check_not_truncated(path, self._blobs)
+            new = not path.exists()
+            db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+            if new:  # the owner's only (its -wal/-shm inherit the mode): prompts, transcripts
+                path.chmod(0o600)
+            existing = _tables(db)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            _check_tables(path, existing)
+            db.executescript(_SCHEMA)
+            self._db = db
+        except StoreError:
+            if db is not None:
+                db.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()  # no file descriptor left behind by a failed open
+            raise StoreError(
+                f"{path} is not a readable harness-run history store ({exc}); move it away to start a "
+                "new store there, restore it from a backup, or pass another workdir"
+            ) from None
         except (OSError, sqlite3.Error) as exc:
+            if db is not None:
+                db.close()
             raise StoreError(
                 f"cannot open the history store at {self.root}: {exc}; check the path and "
                 "its permissions, or pass another workdir"
@@ -257,15 +320,21 @@ class SqliteStore:
         path = self._blob_path(key)
         if path.exists():
             return key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        tmp: str | None = None
         try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, path)
         except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
-            raise StoreError(f"cannot write a blob to {path.parent}: {exc}", retryable=True) from None
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise StoreError(
+                f"cannot write a blob to {path.parent}: {exc.strerror or exc}; free disk space or fix "
+                "the directory's permissions, then retry",
+                retryable=True,
+            ) from None
         return key
 
     def get_blob(self, key: str) -> bytes | None:

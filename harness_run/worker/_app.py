@@ -76,8 +76,10 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
     try:
         return await handler(request)
-    except web.HTTPException:
-        raise
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        return _http_error(exc)  # aiohttp's own 404/405/413 …: the ErrorBody shape too
     except HarnessRunError as exc:
         message = redact(str(exc), request.get(_SECRETS, []))
         if isinstance(exc, SessionBusyError):
@@ -95,6 +97,21 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(500, "internal", f"the worker failed: {message}")
 
 
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+_HTTP_HINTS = {
+    404: "no such route; see harness_run.runtime.remote for the worker's API",
+    405: "this route does not take this method; see harness_run.runtime.remote for the worker's API",
+    413: "the body is larger than the worker accepts (16 MiB); send less",
+}
+
+
+def _http_error(exc: web.HTTPException) -> web.Response:
+    code = _HTTP_CODES.get(exc.status, "bad_request" if exc.status < 500 else "internal")
+    hint = _HTTP_HINTS.get(exc.status, "")
+    message = f"{exc.status} {exc.reason}" + (f": {hint}" if hint else "")
+    return _error(exc.status, code, f"{message} ({exc.text})" if exc.status == 413 and exc.text else message)
+
+
 def _json_object(value: object) -> dict[str, object]:
     """``value`` if it is a JSON object (aiohttp's ``json()`` is untyped), else ``{}``."""
     return cast("dict[str, object]", value) if isinstance(value, dict) else {}
@@ -102,17 +119,20 @@ def _json_object(value: object) -> dict[str, object]:
 
 async def _body[M: BaseModel](request: web.Request, model: type[M]) -> M:
     try:
-        data: object = await request.json()
+        data: object = json.loads(await request.read())
     except (ValueError, UnicodeDecodeError):
-        raise web.HTTPBadRequest(
-            text=ErrorBody(error="bad_request", message="the body is not JSON").model_dump_json(),
-            content_type="application/json",
-        ) from None
-    secrets = _json_object(_json_object(data).get("secrets"))
+        raise _bad_request("the body is not JSON; send a JSON object") from None
+    except RecursionError:
+        raise _bad_request("the body nests too deeply; send a flat JSON object") from None
+    if not isinstance(data, dict):
+        raise _bad_request(f"the body must be a JSON object, see harness_run.runtime.remote.{model.__name__}")
+    secrets = _json_object(cast("dict[str, object]", data).get("secrets"))
     if secrets:
         request[_SECRETS] = [v for v in secrets.values() if isinstance(v, str)]
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise _bad_request("the body nests too deeply; send a flat JSON object") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None
@@ -122,6 +142,11 @@ async def _body[M: BaseModel](request: web.Request, model: type[M]) -> M:
             field=field,
         ).model_dump_json(exclude_none=True)
         raise web.HTTPBadRequest(text=text, content_type="application/json") from None
+
+
+def _bad_request(message: str) -> web.HTTPBadRequest:
+    text = ErrorBody(error="bad_request", message=message).model_dump_json(exclude_none=True)
+    return web.HTTPBadRequest(text=text, content_type="application/json")
 
 
 # --- routes -------------------------------------------------------------------------------------

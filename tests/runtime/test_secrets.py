@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness_run.errors import UsageError
+from harness_run.events import MessageEvent, ToolResultEvent
 from harness_run.testing import ScriptedModel, error, shell, text
 
-from ._helpers import API_KEY, workspace_of
+from ._helpers import API_KEY, model_secrets, workspace_of
 from .conftest import EngineFactory
 
 pytestmark = pytest.mark.harness
@@ -126,3 +127,30 @@ async def test_a_canary_secret_never_reaches_the_store_events_history_or_errors(
     assert all("USER-MEMORY-MARKER" not in r.system_text + r.text for r in model.requests)
     assert sorted(p.relative_to(user_home) for p in user_home.rglob("*")) == home_before
     assert API_KEY not in env.values()
+
+
+async def test_secret_values_that_are_json_tokens_or_short_words_never_break_or_mangle_a_turn(
+    model: ScriptedModel, make_engine: EngineFactory
+) -> None:
+    """Redaction works on values, not on JSON text: a secret equal to ``false``/``null``/``type`` or
+    to ``0.0,`` cannot break the event; a short one (under 8 characters) is blanked as a whole word
+    only, so ``tests`` survives a secret ``test`` while ``test`` alone is blanked."""
+    model.add(
+        shell("echo 'tests pass: false'; echo 'the token is test'"),
+        text("ran the tests; the result is false, type ok, null 0.0, done; test"),
+        text("second turn fine"),
+    )
+    names = ["S_FALSE", "S_NULL", "S_TYPE", "S_NUM", "S_TEST"]
+    engine = make_engine(secrets=names)
+    session = engine.start_session()
+    values = ["false", "null", "type", "0.0,", "test"]
+    secrets = model_secrets(model, **dict(zip(names, values, strict=True)))
+    run = session.run("run the tests", secrets=secrets)
+    result = await run
+    assert run.done and not result.is_error, result.error
+    message = next(e.text for e in run.events if isinstance(e, MessageEvent))
+    assert message == "ran the tests; the result is ***, *** ok, *** *** done; ***"
+    tool_output = next(e.content for e in run.events if isinstance(e, ToolResultEvent))
+    assert "tests pass: ***" in tool_output and "the token is ***" in tool_output
+    again = await session.run("again", secrets=secrets)  # the session is still usable
+    assert again.text == "second turn fine"

@@ -71,19 +71,29 @@ def docker_client(client: Any = None) -> Any:
 
 
 def share_store(root: Path) -> SqliteStore:
-    """The workdir's SQLite store, writable by the containers' user (uid 1000) as well: the database
-    files and blob directories are made group/world-writable unless this process is uid 1000."""
+    """The workdir's SQLite store, writable by the containers' user (uid 1000) as well. As root, the
+    store is handed to uid 1000 and stays the owner's only (0700/0600; root reads it anyway). Any
+    other uid cannot hand it over, so the database files and blob directories are opened to every
+    user (0666/0777): the only mode a bind-mounted uid 1000 can write through without ACLs — run as
+    uid 1000 or root, or use process isolation, on a shared machine."""
     store = SqliteStore(root)
     if os.getuid() == AGENT_UID:
         return store
     blobs = root / "blobs"
     dirs = [root, blobs, *(blobs / f"{i:02x}" for i in range(256))]
+    files = [root / n for n in ("history.sqlite3", "history.sqlite3-wal", "history.sqlite3-shm")]
+    as_root = os.getuid() == 0
     for path in dirs:
-        path.mkdir(parents=True, exist_ok=True)
-        path.chmod(0o777)
-    for name in ("history.sqlite3", "history.sqlite3-wal", "history.sqlite3-shm"):
-        if (root / name).exists():
-            (root / name).chmod(0o666)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if as_root:
+            os.chown(path, AGENT_UID, AGENT_UID)
+        else:
+            path.chmod(0o777)
+    for path in (f for f in files if f.exists()):
+        if as_root:
+            os.chown(path, AGENT_UID, AGENT_UID)
+        else:
+            path.chmod(0o666)
     return store
 
 

@@ -7,7 +7,7 @@ from harness_run.runtime.local._engine import (
     spec_version,
     turn_settings,
 )
-from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces, resolve_workdir
 
 __all__ = [
     "LocalEngine",
@@ -15,6 +15,7 @@ __all__ = [
     "TurnEnv",
     "Workspaces",
     "default_workdir",
+    "resolve_workdir",
     "spec_version",
     "turn_settings",
 ]

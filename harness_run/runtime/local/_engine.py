@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run.errors import HarnessRunError, UsageError, redact
+from harness_run.errors import HarnessRunError, StoreError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._engine import EngineBase
@@ -24,7 +24,12 @@ from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
-from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
+from harness_run.runtime.local._workspace import (
+    SessionPaths,
+    Workspaces,
+    resolve_workdir,
+    scrub_git_credentials,
+)
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
@@ -106,7 +111,7 @@ class LocalEngine(EngineBase):
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
         super().__init__(owns_store=store is None)
         self.spec = spec
-        self.workdir = Path(workdir) if workdir is not None else default_workdir()
+        self.workdir = resolve_workdir(workdir if workdir is not None else default_workdir())
         self.store = store if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
@@ -224,18 +229,27 @@ class LocalEngine(EngineBase):
         started: float,
         values: list[str],
     ) -> TurnOutcome:
-        """The turn's result event, checkpoint and records; the session's record after the turn."""
+        """The turn's result event, checkpoint and records; the session's record after the turn.
+
+        A store fault (full disk, …) before the result event makes the turn's result an error naming
+        it, and leaves the session at its previous turn, usable (never stuck ``running``)."""
         spec = plan.spec
         result = self._complete_result(spec, record.session_id, run, result, started)
-        run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
-        result = run.result or result
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
-        if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
-            await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
-        if spec.checkpoint and ctx is not None:
-            root = driver.native_root(ctx)
-            snapshot = await asyncio.to_thread(self._checkpoint, ctx, root, native, values, run.turn)
+        try:
+            if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
+                await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
+            if spec.checkpoint and ctx is not None:
+                root = driver.native_root(ctx)
+                snapshot = await asyncio.to_thread(self._checkpoint, ctx, root, native, values, run.turn)
+            pending = run.events[run.flushed :]
+            await asyncio.to_thread(self.store.append_events, record.session_id, run.turn, pending)
+            run.flushed = max(run.flushed, len(run.events))
+        except StoreError as exc:
+            return self._store_failed(record, run, result, exc, values)
+        run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
+        result = run.result or result
         update = {
             "turns": run.turn,
             "updated_at": time.time(),
@@ -259,8 +273,27 @@ class LocalEngine(EngineBase):
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
         )
-        await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
+        try:
+            await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
+        except StoreError as exc:  # the result is out already: the caller still gets the error
+            failed = self._store_failed(record, run, result, exc, values)
+            return TurnOutcome(failed.result, failed.record)
         return TurnOutcome(result, after)
+
+    def _store_failed(
+        self, record: SessionRecord, run: Run, result: RunResult, exc: StoreError, values: list[str]
+    ) -> TurnOutcome:
+        """The turn could not be stored: an error result saying so; the session stays at its last
+        stored turn (the next turn takes this one's number) and takes new turns."""
+        message = (
+            f"the turn ended ({result.stop_reason}) but could not be stored: {redact(str(exc), values)}; "
+            "free disk space or fix the store, then run the turn again"
+        )
+        failed = result.model_copy(update={"is_error": True, "stop_reason": "error", "error": message})
+        if run.result is None:
+            run.emit(ResultEvent(result=failed))
+        after = record.model_copy(update={"status": "failed", "last_result": failed, "stop_reason": "error"})
+        return TurnOutcome(failed, after)
 
     def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
@@ -309,11 +342,10 @@ class LocalEngine(EngineBase):
         snap = record.snapshot
         if not paths.workspace.exists() and snap is not None and snap.workspace:
             emit(SetupEvent(step="restoring the workspace from the checkpoint"))
-            data = self.store.get_blob(snap.workspace)
-            if data is not None:
-                await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
-                paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
-                paths.setup_marker.write_text("restored\n")
+            data = self._snapshot(snap.workspace, "workspace", record.session_id)
+            await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
+            paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
+            paths.setup_marker.write_text("restored\n")
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
         await self._workspaces.prepare(
             spec,
@@ -328,9 +360,18 @@ class LocalEngine(EngineBase):
         snap = record.snapshot
         if not record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
             return
-        data = self.store.get_blob(snap.native)
-        if data is not None:
-            await asyncio.to_thread(Workspaces.restore, data, driver.native_root(ctx))
+        data = self._snapshot(snap.native, "conversation", record.session_id)
+        await asyncio.to_thread(Workspaces.restore, data, driver.native_root(ctx))
+
+    def _snapshot(self, key: str, what: str, session_id: str) -> bytes:
+        data = self.store.get_blob(key)
+        if data is None:
+            raise StoreError(
+                f"the {what} snapshot {key} of session {session_id} is missing from the store "
+                f"{self.store!r} (its blob file was deleted); restore the store's blobs from a backup, "
+                "or start a new session"
+            )
+        return data
 
     def _checkpoint(
         self, ctx: TurnContext, native_root: Path, native: list[Path], values: list[str], turn: int

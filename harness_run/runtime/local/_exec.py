@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from harness_run.runtime._process import kill_tree
 from harness_run.runtime._session import ExecResult
+from harness_run.security import redact_text
 
 __all__ = ["TIMEOUT_EXIT_CODE", "run_command"]
 
@@ -16,6 +18,21 @@ TIMEOUT_EXIT_CODE = 124
 """What ``timeout(1)`` returns for a command it had to stop."""
 
 _CHUNK = 64 * 1024
+_DRAIN_GRACE = 0.3
+"""Seconds to keep reading after the shell exited (output still in the pipes)."""
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Until the shell exits (``proc.wait()`` would also wait for every pipe to close)."""
+    while proc.returncode is None:  # noqa: ASYNC110 - asyncio has no exit-only event
+        await asyncio.sleep(0.02)
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close our ends of the pipes a background child still holds (asyncio has no public call)."""
+    transport = cast(asyncio.SubprocessTransport | None, getattr(proc, "_transport", None))
+    if transport is not None:
+        transport.close()
 
 
 class _Capped:
@@ -35,10 +52,7 @@ class _Capped:
             self.data += chunk
 
     def text(self, secret_values: list[str]) -> str:
-        text = self.data.decode(errors="replace")
-        for value in secret_values:
-            text = text.replace(value, "***")
-        return text
+        return redact_text(self.data.decode(errors="replace"), secret_values)
 
 
 async def run_command(
@@ -66,21 +80,22 @@ async def run_command(
     assert proc.stdout is not None
     assert proc.stderr is not None
     out, err = _Capped(max_output), _Capped(max_output)
-    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr), proc.wait())
+    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
     timed_out = False
-    try:
-        await asyncio.wait_for(asyncio.shield(readers), timeout)
+    try:  # the command is done when its shell exits: a background child may keep the pipes open
+        await asyncio.wait_for(_exited(proc), timeout)
     except TimeoutError:
         timed_out = True
     finally:
         if proc.returncode is None or timed_out:
             await asyncio.shield(kill_tree(proc, grace=0.5))
-        if not readers.done():  # a killed command's pipes may still be held by a detached child
+        if not readers.done():  # output already written is read; a detached child's pipe is let go
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(readers), 1.0)
+                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_GRACE)
             readers.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await readers
+            _close_pipes(proc)
     code = proc.returncode if proc.returncode is not None else -1
     return ExecResult(
         exit_code=TIMEOUT_EXIT_CODE if timed_out else code,

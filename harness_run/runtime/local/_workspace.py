@@ -24,9 +24,24 @@ from harness_run.spec import AgentSpec, GitRepo
 if TYPE_CHECKING:
     from harness_run.compiler import StagedFile
 
-__all__ = ["SessionPaths", "Workspaces"]
+__all__ = ["SessionPaths", "Workspaces", "resolve_workdir"]
 
 Progress = Callable[[str, str], None]
+
+
+def resolve_workdir(workdir: str | Path) -> Path:
+    """``workdir`` as an absolute path (``~`` expanded, relative to the current directory): every
+    harness runs in another directory, so a relative path would point elsewhere for it. Raises
+    UsageError when it cannot be a directory."""
+    from harness_run.errors import UsageError
+
+    text = str(workdir)
+    if not text.strip() or "\0" in text:
+        raise UsageError(f"workdir {text!r} is not a usable path; pass a directory (e.g. workdir='./runs')")
+    path = Path(text).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"workdir {path} is a file, not a directory; pass a directory for the store")
+    return path
 
 
 class SessionPaths:
@@ -37,8 +52,13 @@ class SessionPaths:
         self.setup_marker = root / ".setup-done"
 
     def create(self) -> None:
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        self.home.mkdir(parents=True, exist_ok=True)
+        """The session's directories, the owner's only (0700): its home holds the harness's own
+        transcripts, which may quote what the agent saw."""
+        self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.root.chmod(0o700)
+        self.workspace.mkdir(exist_ok=True)
+        self.home.mkdir(mode=0o700, exist_ok=True)
 
 
 @contextmanager
