@@ -24,6 +24,7 @@ from harness_run.runtime._session import (
     TurnOutcome,
     TurnPlan,
     create_session,
+    with_branch,
 )
 from harness_run.spec import AgentSpec, SessionConfig
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord
@@ -64,7 +65,12 @@ class Engine(Protocol):
     def version(self) -> str: ...
 
     def start_session(
-        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+        self,
+        config: SessionConfig | Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        branch: str | None = None,
+        base_branch: str | None = None,
     ) -> Session: ...
 
     def get_session(self, session_id: str) -> Session: ...
@@ -149,11 +155,20 @@ class EngineBase(ABC):
     # --- sessions -------------------------------------------------------------------------------
 
     def start_session(
-        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+        self,
+        config: SessionConfig | Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        branch: str | None = None,
+        base_branch: str | None = None,
     ) -> Session:
         """A new session; its record goes to the store now (any process can re-attach to it).
-        ``config`` overlays the spec for every turn of this session."""
+        ``config`` overlays the spec for every turn of this session. ``branch``/``base_branch`` are
+        ``SessionConfig.branch``/``base_branch``: the branch of the spec's first repo the session
+        works on, created from ``base_branch`` when the remote does not have it."""
         self._check_open()
+        if branch is not None or base_branch is not None:
+            config = with_branch(config, branch, base_branch)
         session = create_session(self, self.name, self.version, config, session_id)
         self._sessions[session.session_id] = session
         return session

@@ -28,6 +28,7 @@ __all__ = [
     "TurnOutcome",
     "TurnPlan",
     "create_session",
+    "with_branch",
 ]
 
 
@@ -359,6 +360,11 @@ def create_session(
         config = SessionConfig.from_dict(dict(config))
     spec = effective_spec(backend.spec, config)
     get_driver(spec.harness).check(spec)
+    if config is not None and config.branch is not None and not spec.repos:
+        raise UsageError(
+            f"branch={config.branch!r} needs a repository: add one to the spec's repos "
+            "(RepoSource.git(url, auth=SECRET_NAME)) or start the session without a branch"
+        )
     sid = session_id or str(uuid.uuid4())
     try:
         uuid.UUID(sid)
@@ -378,3 +384,12 @@ def create_session(
     )
     backend.store.put_session(record)
     return Session(backend, record, config, spec=spec)
+
+
+def with_branch(
+    config: SessionConfig | Mapping[str, Any] | None, branch: str | None, base_branch: str | None
+) -> SessionConfig:
+    """``config`` with ``start_session(branch=, base_branch=)`` folded in (checked as config fields)."""
+    data = config.to_dict() if isinstance(config, SessionConfig) else dict(config or {})
+    data.update({k: v for k, v in (("branch", branch), ("base_branch", base_branch)) if v is not None})
+    return SessionConfig.from_dict(data)

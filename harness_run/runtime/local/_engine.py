@@ -24,6 +24,7 @@ from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
+from harness_run.runtime.local._git import deliver
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
@@ -170,6 +171,8 @@ class LocalEngine(EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
+            if spec.git is not None and spec.git.commit == "after_turn":
+                result = await self._deliver(record, spec, ctx.workspace, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
             result = (process.cancelled_result if process is not None else None) or RunResult(
                 is_error=False, stop_reason="cancelled", error="the turn was cancelled"
@@ -262,6 +265,38 @@ class LocalEngine(EngineBase):
         await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
         return TurnOutcome(result, after)
 
+    async def _deliver(
+        self,
+        record: SessionRecord,
+        spec: AgentSpec,
+        workspace: Path,
+        secrets: Mapping[str, str],
+        result: RunResult,
+        turn: int,
+    ) -> RunResult:
+        """Commit (and push) the session's work in its repo — the spec's first — into ``result``;
+        a failure is the turn's error, the commit stays in the workspace."""
+        if spec.git is None or not spec.repos:
+            return result
+        repo, branch = spec.repos[0], record.config.get("branch")
+        forms = secret_forms(secret_values(secrets))
+        message = spec.git.render_message(
+            engine=self.name, session_id=record.session_id, turn=turn, branch=branch or ""
+        )
+        target = workspace / repo.dir_name
+        done = await asyncio.to_thread(
+            deliver, target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms
+        )
+        update: dict[str, Any] = {"commit_sha": done.commit_sha, "pushed_ref": done.pushed_ref}
+        if done.error is not None:
+            error = redact(done.error, forms)
+            update.update(
+                is_error=True,
+                stop_reason="error",
+                error=f"{result.error}; {error}" if result.error else error,
+            )
+        return result.model_copy(update=update)
+
     def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
         self.store.put_turn(turn)
@@ -315,6 +350,7 @@ class LocalEngine(EngineBase):
                 paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
                 paths.setup_marker.write_text("restored\n")
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
+        branch = record.config.get("branch")
         await self._workspaces.prepare(
             spec,
             paths,
@@ -322,6 +358,7 @@ class LocalEngine(EngineBase):
             secrets,
             lambda _s, d: emit(SetupEvent(step=d)),
             driver.skills_dir(paths.workspace, paths.home),
+            (branch, record.config.get("base_branch")) if branch else None,
         )
 
     async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:
