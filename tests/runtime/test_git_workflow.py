@@ -1,0 +1,117 @@
+"""Sessions on branches whose work goes back as commits: branch checkout and creation from a base,
+commit and push after each turn (author, parent, message), a rejected push kept locally, and the
+repo token nowhere on disk, in the store or in events. Real git smart-HTTP server, real CLI turns."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness_run import RepoSource
+from harness_run.spec import GitOptions
+from harness_run.testing import Rule, ScriptedModel, shell, text
+
+from ._git_http import GitHttpServer, make_bare_repo
+from ._helpers import model_secrets, workspace_of
+from .conftest import EngineFactory
+from .test_secrets import store_contents
+
+AUTHOR = "Ada Bot <ada@example.com>"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _files_holding(workdir: Path, value: bytes) -> list[str]:
+    """Files under the workdir (workspaces, .git dirs, store, blobs and inside snapshots) holding value."""
+    leaks = [str(p) for p in workdir.rglob("*") if p.is_file() and value in p.read_bytes()]
+    return leaks + [k for k, v in store_contents(workdir).items() if value in v]
+
+
+@pytest.mark.harness
+async def test_two_sessions_on_two_branches_push_their_commits_and_the_token_stays_out(
+    model: ScriptedModel, make_engine: EngineFactory, workdir: Path, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    _git(bare, "branch", "feat/existing", "main")
+    main_sha = _git(bare, "rev-parse", "main")
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        engine = make_engine(
+            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN", depth=1)],
+            git=GitOptions(commit="after_turn", push=True, author=AUTHOR, message="{branch}: turn {turn}"),
+        )
+        new = engine.start_session(branch="feat/new", base_branch="main")
+        old = engine.start_session(branch="feat/existing")
+        model.add(
+            Rule(match="work A", reply=shell("echo a > app/a.txt")),
+            Rule(match="work B", reply=shell("echo b > app/b.txt")),
+            text("done"),
+            text("done"),
+        )
+        secrets = {**model_secrets(model), "GH_TOKEN": token}
+        ra, rb = await asyncio.gather(new.run("work A", secrets=secrets), old.run("work B", secrets=secrets))
+        assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+        assert (ra.pushed_ref, rb.pushed_ref) == ("refs/heads/feat/new", "refs/heads/feat/existing")
+        for result, branch, file in ((ra, "feat/new", "a.txt"), (rb, "feat/existing", "b.txt")):
+            assert _git(bare, "rev-parse", branch) == result.commit_sha
+            shown = _git(bare, "log", "-1", "--format=%an <%ae>|%P|%s", branch)
+            assert shown == f"{AUTHOR}|{main_sha}|{branch}: turn 1"
+            assert _git(bare, "show", f"{branch}:{file}") == file[0]
+        assert _git(bare, "rev-parse", "main") == main_sha  # the base is untouched
+        again = engine.get_session(new.session_id)
+        assert again.record.last_result is not None
+        assert again.record.last_result.commit_sha == ra.commit_sha  # the session record carries it
+        events = new.events() + old.events()
+    assert _files_holding(workdir, token.encode()) == []
+    assert all(token not in e.model_dump_json() for e in events)
+
+
+@pytest.mark.harness
+async def test_a_rejected_push_is_a_clear_error_and_the_commit_stays_local(
+    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        engine = make_engine(
+            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
+            git={"commit": "after_turn", "push": True},
+        )
+        secrets = {**model_secrets(model), "GH_TOKEN": token}
+        missing = await engine.start_session(branch="feat/nowhere").run("hi", secrets=secrets)
+        assert missing.is_error and "feat/nowhere" in (missing.error or "")
+        assert "base_branch" in (missing.error or "")
+
+        session = engine.start_session(branch="feat/race", base_branch="main")
+        model.add(shell("echo 1 > app/one.txt"), text("done"), shell("echo 2 > app/two.txt"), text("done"))
+        first = await session.run("one", secrets=secrets)
+        assert first.pushed_ref == "refs/heads/feat/race", first.error
+        # someone else pushes to the branch meanwhile: ours is no longer a fast-forward
+        theirs = _git(
+            bare,
+            "-c",
+            "user.name=o",
+            "-c",
+            "user.email=o@o",
+            "commit-tree",
+            "main^{tree}",
+            "-p",
+            "main",
+            "-m",
+            "x",
+        )
+        _git(bare, "update-ref", "refs/heads/feat/race", theirs)
+        second = await session.run("two", secrets=secrets)
+        assert second.is_error and second.pushed_ref is None
+        assert "push" in (second.error or "") and "feat/race" in (second.error or "")
+        assert token not in (second.error or "")
+        repo = workspace_of(engine, session.session_id) / "app"
+        assert second.commit_sha is not None
+        assert _git(repo, "rev-parse", "HEAD") == second.commit_sha  # nothing lost
+        assert _git(repo, "log", "-1", "--format=%an", second.commit_sha) == "harness-run"
