@@ -115,3 +115,29 @@ async def test_a_rejected_push_is_a_clear_error_and_the_commit_stays_local(
         assert second.commit_sha is not None
         assert _git(repo, "rev-parse", "HEAD") == second.commit_sha  # nothing lost
         assert _git(repo, "log", "-1", "--format=%an", second.commit_sha) == "harness-run"
+
+
+@pytest.mark.harness
+async def test_on_close_commits_and_pushes_when_the_engine_closes(
+    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        engine = make_engine(repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")])
+        session = engine.start_session(
+            {"git": {"commit": "on_close", "push": True, "message": "closing {session_id}"}},
+            branch="feat/close",
+            base_branch="main",
+        )
+        model.add(shell("echo c > app/c.txt"), text("done"))
+        result = await session.run("work", secrets={**model_secrets(model), "GH_TOKEN": token})
+        assert not result.is_error and result.commit_sha is None  # not yet: on close
+        assert "feat/close" not in _git(bare, "branch", "--list")
+        await engine.aclose()
+        assert _git(bare, "show", "feat/close:c.txt") == "c"
+        assert _git(bare, "log", "-1", "--format=%s", "feat/close") == f"closing {session.session_id}"
+        again = make_engine(repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")])
+        record = again.get_session(session.session_id).record
+        assert record.commit_sha == _git(bare, "rev-parse", "feat/close")
+        assert record.pushed_ref == "refs/heads/feat/close"

@@ -11,12 +11,13 @@ import os
 import tarfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run.errors import HarnessRunError, UsageError, redact
+from harness_run.errors import HarnessRunError, RunError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._engine import EngineBase
@@ -24,7 +25,7 @@ from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
-from harness_run.runtime.local._git import deliver
+from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, scrub_git_credentials
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
@@ -113,6 +114,8 @@ class LocalEngine(EngineBase):
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env
         self._workspaces = Workspaces(self.workdir)
+        self._on_close: dict[str, tuple[AgentSpec, dict[str, str]]] = {}
+        """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
@@ -171,8 +174,7 @@ class LocalEngine(EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
-            if spec.git is not None and spec.git.commit == "after_turn":
-                result = await self._deliver(record, spec, ctx.workspace, secrets, result, run.turn)
+            result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
             result = (process.cancelled_result if process is not None else None) or RunResult(
                 is_error=False, stop_reason="cancelled", error="the turn was cancelled"
@@ -249,6 +251,8 @@ class LocalEngine(EngineBase):
             "snapshot": snapshot,
             "native_session_id": result.native_session_id or record.native_session_id,
             "workspace_ready": record.workspace_ready or ctx is not None,
+            "commit_sha": result.commit_sha or record.commit_sha,
+            "pushed_ref": result.pushed_ref or (None if result.commit_sha else record.pushed_ref),
         }
         after = record.model_copy(update=update)
         turn = TurnRecord(
@@ -265,37 +269,70 @@ class LocalEngine(EngineBase):
         await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
         return TurnOutcome(result, after)
 
-    async def _deliver(
-        self,
-        record: SessionRecord,
-        spec: AgentSpec,
-        workspace: Path,
-        secrets: Mapping[str, str],
-        result: RunResult,
-        turn: int,
+    async def _after_turn_git(
+        self, record: SessionRecord, spec: AgentSpec, secrets: dict[str, str], result: RunResult, turn: int
     ) -> RunResult:
-        """Commit (and push) the session's work in its repo — the spec's first — into ``result``;
-        a failure is the turn's error, the commit stays in the workspace."""
-        if spec.git is None or not spec.repos:
+        """``after_turn``: the work committed (and pushed) into ``result`` — a failure is the turn's
+        error, the commit stays in the workspace; ``on_close``: remembered for the engine's close."""
+        self._on_close.pop(record.session_id, None)
+        if spec.git is None or not spec.repos or spec.git.commit == "never":
             return result
-        repo, branch = spec.repos[0], record.config.get("branch")
-        forms = secret_forms(secret_values(secrets))
-        message = spec.git.render_message(
-            engine=self.name, session_id=record.session_id, turn=turn, branch=branch or ""
-        )
-        target = workspace / repo.dir_name
-        done = await asyncio.to_thread(
-            deliver, target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms
-        )
+        if spec.git.commit == "on_close":
+            self._on_close[record.session_id] = (spec, secrets)
+            return result
+        sid = record.session_id
+        done = await asyncio.to_thread(self._commit_work, sid, record.config, spec, secrets, turn)
         update: dict[str, Any] = {"commit_sha": done.commit_sha, "pushed_ref": done.pushed_ref}
         if done.error is not None:
-            error = redact(done.error, forms)
-            update.update(
-                is_error=True,
-                stop_reason="error",
-                error=f"{result.error}; {error}" if result.error else error,
-            )
+            error = f"{result.error}; {done.error}" if result.error else done.error
+            update.update(is_error=True, stop_reason="error", error=error)
         return result.model_copy(update=update)
+
+    def _commit_work(
+        self,
+        session_id: str,
+        config: Mapping[str, Any],
+        spec: AgentSpec,
+        secrets: Mapping[str, str],
+        turn: int,
+    ) -> Delivery:
+        """Commit (and push) the session's work in its repo — the spec's first; blocking."""
+        assert spec.git is not None
+        repo, branch = spec.repos[0], config.get("branch")
+        forms = secret_forms(secret_values(secrets))
+        message = spec.git.render_message(
+            engine=self.name, session_id=session_id, turn=turn, branch=branch or ""
+        )
+        target = self._workspaces.paths(session_id).workspace / repo.dir_name
+        done = deliver(target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms)
+        return done if done.error is None else replace(done, error=redact(done.error, forms))
+
+    def _close_deliveries(self) -> None:
+        """``git.commit="on_close"``: commit (and push) the work of the sessions whose turns ran in
+        this process, with their last turn's secrets (held in memory only); RunError when any failed."""
+        errors: list[str] = []
+        pending, self._on_close = self._on_close, {}
+        for sid, (spec, secrets) in pending.items():
+            record = self.store.get_session(sid)
+            if record is None or not self._workspaces.paths(sid).workspace.exists():
+                continue
+            done = self._commit_work(sid, record.config, spec, secrets, record.turns)
+            update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
+            self.store.put_session(record.model_copy(update=update))
+            if done.error is not None:
+                errors.append(f"session {sid}: {done.error}")
+        if errors:
+            raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
+
+    async def _release(self) -> None:
+        await asyncio.to_thread(self._close_deliveries)
+
+    def _release_now(self) -> None:
+        try:
+            self._close_deliveries()
+        except RunError:
+            self._close_store()  # close() skips it when this raises
+            raise
 
     def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
