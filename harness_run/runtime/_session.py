@@ -92,6 +92,10 @@ class TurnBackend(Protocol):
         """True once the engine is closed: its sessions refuse new turns and commands."""
         ...
 
+    def delete_session(self, session_id: str, *, force: bool = False) -> None:
+        """Remove the session's workspace, checkpoints and history (see ``Engine.delete_session``)."""
+        ...
+
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         """The turn's coroutine; may raise synchronously to refuse the turn (e.g. SessionBusyError
         when another client holds it), before anything starts."""
@@ -139,6 +143,7 @@ class Session:
         self._spec = spec
         self._current: Run | None = None
         self._pending: set[asyncio.Task[Any]] = set()
+        self._deleted = False
         self._messages: dict[str, Run] = {}
         """Message ids seen by this process (prompts and steers) -> their turn: a retried message
         returns that turn instead of being delivered again."""
@@ -255,7 +260,21 @@ class Session:
         if record is not None and record.session_id == self.session_id:
             self._record = record
 
+    def delete(self, *, force: bool = False) -> None:
+        """Remove this session's workspace, checkpoints and history (``engine.delete_session``);
+        refused while a turn runs. The session refuses everything afterwards."""
+        self._check_open()
+        self._backend.delete_session(self.session_id, force=force)
+
+    def mark_deleted(self) -> None:
+        """Refuse all work from now on (its engine deleted the session)."""
+        self._deleted = True
+
     def _check_open(self) -> None:
+        if self._deleted:
+            raise UsageError(
+                f"session {self.session_id} was deleted; start a new one with engine.start_session()"
+            )
         if self._backend.closed:
             raise UsageError(
                 f"the engine of session {self.session_id} is closed; get the engine again "

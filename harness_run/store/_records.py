@@ -97,3 +97,5 @@ class TurnRecord(_Record):
     secret_names: list[str] = Field(default_factory=list[str])
     result: RunResult | None = None
     steers: list[str] = Field(default_factory=list[str])
+    snapshot: SnapshotRef | None = None
+    """The checkpoint this turn saved (so deleting the session finds every blob it left)."""

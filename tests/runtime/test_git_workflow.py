@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness_run import RepoSource
+from harness_run.errors import SessionBusyError, UsageError
 from harness_run.spec import GitOptions
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
@@ -73,8 +74,8 @@ async def test_two_sessions_on_two_branches_push_their_commits_and_the_token_sta
 
 
 @pytest.mark.harness
-async def test_a_rejected_push_is_a_clear_error_and_the_commit_stays_local(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path
+async def test_a_rejected_push_is_a_clear_error_the_commit_stays_and_delete_leaves_nothing(
+    model: ScriptedModel, make_engine: EngineFactory, workdir: Path, tmp_path: Path
 ) -> None:
     token = f"repo-canary-{uuid.uuid4().hex[:12]}"
     bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
@@ -82,6 +83,7 @@ async def test_a_rejected_push_is_a_clear_error_and_the_commit_stays_local(
         engine = make_engine(
             repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
             git={"commit": "after_turn", "push": True},
+            checkpoint=True,
         )
         secrets = {**model_secrets(model), "GH_TOKEN": token}
         missing = await engine.start_session(branch="feat/nowhere").run("hi", secrets=secrets)
@@ -115,6 +117,20 @@ async def test_a_rejected_push_is_a_clear_error_and_the_commit_stays_local(
         assert second.commit_sha is not None
         assert _git(repo, "rev-parse", "HEAD") == second.commit_sha  # nothing lost
         assert _git(repo, "log", "-1", "--format=%an", second.commit_sha) == "harness-run"
+
+        sid = session.session_id
+        run = session.run("three", secrets=secrets)
+        with pytest.raises(SessionBusyError, match="running a turn"):
+            session.delete()
+        await run
+        assert [p for p in (workdir / "blobs").rglob("*") if p.is_file()]  # checkpoints to remove
+        session.delete()
+        assert not (workdir / "sessions" / sid).exists()
+        assert engine.store.get_session(sid) is None and engine.store.list_turns(sid) == []
+        assert engine.store.read_events(sid) == []
+        assert [p for p in (workdir / "blobs").rglob("*") if p.is_file()] == []  # its checkpoints too
+        with pytest.raises(UsageError, match="deleted"):
+            session.run("four", secrets=secrets)
 
 
 @pytest.mark.harness

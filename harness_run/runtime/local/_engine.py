@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import time
 from collections.abc import Callable, Mapping
@@ -135,6 +136,11 @@ class LocalEngine(EngineBase):
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
         return self._adopt(record)
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """The session's folder (workspace, harness home and native session files) goes."""
+        self._on_close.pop(session_id, None)
+        shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
 
     def versions(self) -> list[EngineRecord]:
         """Every version of this engine in the workdir's store (any isolation), oldest first."""
@@ -265,6 +271,7 @@ class LocalEngine(EngineBase):
             secret_names=sorted(n for n in spec.secret_names),
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
+            snapshot=snapshot if snapshot is not record.snapshot else None,
         )
         await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
         return TurnOutcome(result, after)
