@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness_run import RepoSource
+from harness_run.cli import main
 from harness_run.errors import SessionBusyError, UsageError
 from harness_run.spec import GitOptions
+from harness_run.store import SqliteStore
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
 from ._git_http import GitHttpServer, make_bare_repo
@@ -134,8 +136,12 @@ async def test_a_rejected_push_is_a_clear_error_the_commit_stays_and_delete_leav
 
 
 @pytest.mark.harness
-async def test_on_close_commits_and_pushes_when_the_engine_closes(
-    model: ScriptedModel, make_engine: EngineFactory, tmp_path: Path
+async def test_on_close_commits_and_pushes_when_the_engine_closes_and_prune_removes_it(
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    workdir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     token = f"repo-canary-{uuid.uuid4().hex[:12]}"
     bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
@@ -157,3 +163,14 @@ async def test_on_close_commits_and_pushes_when_the_engine_closes(
         record = again.get_session(session.session_id).record
         assert record.commit_sha == _git(bare, "rev-parse", "feat/close")
         assert record.pushed_ref == "refs/heads/feat/close"
+        again.close()
+    sid, folder = session.session_id, workdir / "sessions" / session.session_id
+    prune = ["sessions", "prune", "--workdir", str(workdir)]
+    assert main([*prune, "--older-than", "1h"]) == 0 and sid not in capsys.readouterr().out  # not idle yet
+    assert main([*prune, "--older-than", "0s"]) == 0 and f"would remove {sid}" in capsys.readouterr().out
+    assert folder.is_dir()  # a dry run by default
+    assert main([*prune, "--older-than", "0s", "--history", "--yes"]) == 0
+    assert not folder.exists()
+    store = SqliteStore(workdir)
+    assert store.get_session(sid) is None and store.list_turns(sid) == []
+    store.close()
