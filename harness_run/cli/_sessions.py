@@ -36,7 +36,13 @@ def register(sub: Any) -> None:
     history = sub.add_parser("history", help="show a session's turns and events")
     history.add_argument("session_id", metavar="ID")
     history.add_argument("--events", action="store_true", help="also show every event")
-    history.add_argument("--json", action="store_true", help="print JSON")
+    history.add_argument("--json", action="store_true", help="print the stored records as JSON")
+    history.add_argument(
+        "--format",
+        choices=["text", "md", "json"],
+        default="text",
+        help="md/json: the conversation as a transcript (Markdown, or portable JSON)",
+    )
     add_workdir(history)
     history.set_defaults(func=_history)
 
@@ -109,6 +115,12 @@ def _history(args: argparse.Namespace) -> int:
         raise SessionNotFoundError(
             f"no session {args.session_id!r} in {store.root}; list them with `harness-run sessions`"
         )
+    if args.format != "text":
+        from harness_run.runtime import load_transcript
+
+        transcript = load_transcript(store, record)
+        print(transcript.to_markdown() if args.format == "md" else json.dumps(transcript.to_json(), indent=2))
+        return 0
     turns = store.list_turns(args.session_id)
     if args.json:
         events: list[AgentEvent] = store.read_events(args.session_id) if args.events else []

@@ -13,6 +13,7 @@ from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
+from harness_run.runtime._transcript import Transcript, load_transcript
 from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
@@ -360,6 +361,13 @@ class Session:
         """The stored event log (all turns, or one)."""
         self._check_open()
         return self._backend.store.read_events(self.session_id, turn)
+
+    def transcript(self) -> Transcript:
+        """The conversation: a portable rendering of the stored events (``to_markdown()``,
+        ``to_json()``) and the harness's native session files from the latest checkpoint."""
+        self._check_open()
+        self.refresh()
+        return load_transcript(self._backend.store, self._record)
 
     def __repr__(self) -> str:
         record = self._record

@@ -5,6 +5,7 @@ repo token nowhere on disk, in the store or in events. Real git smart-HTTP serve
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import uuid
 from pathlib import Path
@@ -38,7 +39,11 @@ def _files_holding(workdir: Path, value: bytes) -> list[str]:
 
 @pytest.mark.harness
 async def test_two_sessions_on_two_branches_push_their_commits_and_the_token_stays_out(
-    model: ScriptedModel, make_engine: EngineFactory, workdir: Path, tmp_path: Path
+    model: ScriptedModel,
+    make_engine: EngineFactory,
+    workdir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     token = f"repo-canary-{uuid.uuid4().hex[:12]}"
     bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
@@ -48,6 +53,7 @@ async def test_two_sessions_on_two_branches_push_their_commits_and_the_token_sta
         engine = make_engine(
             repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN", depth=1)],
             git=GitOptions(commit="after_turn", push=True, author=AUTHOR, message="{branch}: turn {turn}"),
+            checkpoint=True,
         )
         new = engine.start_session(branch="feat/new", base_branch="main")
         old = engine.start_session(branch="feat/existing")
@@ -71,6 +77,18 @@ async def test_two_sessions_on_two_branches_push_their_commits_and_the_token_sta
         assert again.record.last_result is not None
         assert again.record.last_result.commit_sha == ra.commit_sha  # the session record carries it
         events = new.events() + old.events()
+        transcript = new.transcript()
+    markdown = transcript.to_markdown()
+    assert "**User:** work A" in markdown and "app/a.txt" in markdown and "**Assistant:** done" in markdown
+    assert f"commit {(ra.commit_sha or '')[:12]}" in markdown
+    native = b"".join(transcript.native.values())  # Claude Code's own session file, from the checkpoint
+    assert list(transcript.native) == [f"{new.session_id}.jsonl"] and b"work A" in native
+    assert main(["history", new.session_id, "--format", "md", "--workdir", str(workdir)]) == 0
+    assert markdown in capsys.readouterr().out
+    assert main(["history", new.session_id, "--format", "json", "--workdir", str(workdir)]) == 0
+    portable = json.loads(capsys.readouterr().out)
+    assert portable["entries"][0] == {"turn": 1, "role": "user", "text": "work A"}
+    assert token.encode() not in native and token not in markdown
     assert _files_holding(workdir, token.encode()) == []
     assert all(token not in e.model_dump_json() for e in events)
 
