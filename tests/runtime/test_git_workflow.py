@@ -104,8 +104,10 @@ async def test_a_rejected_push_is_a_clear_error_the_commit_stays_and_delete_leav
             repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
             git={"commit": "after_turn", "push": True},
             checkpoint=True,
+            secrets=["AGENT_SECRET"],
         )
-        secrets = {**model_secrets(model), "GH_TOKEN": token}
+        agent_value = f"agent-canary-{uuid.uuid4().hex[:12]}"
+        secrets = {**model_secrets(model), "GH_TOKEN": token, "AGENT_SECRET": agent_value}
         missing = await engine.start_session(branch="feat/nowhere").run("hi", secrets=secrets)
         assert missing.is_error and "feat/nowhere" in (missing.error or "")
         assert "base_branch" in (missing.error or "")
@@ -139,10 +141,14 @@ async def test_a_rejected_push_is_a_clear_error_the_commit_stays_and_delete_leav
         assert _git(repo, "log", "-1", "--format=%an", second.commit_sha) == "harness-run"
 
         sid = session.session_id
+        model.add(shell('echo "$AGENT_SECRET" > app/leak.txt; echo ok > app/fine.txt'), text("done"))
         run = session.run("three", secrets=secrets)
         with pytest.raises(SessionBusyError, match="running a turn"):
             session.delete()
-        await run
+        third = await run
+        assert third.is_error and "['leak.txt'] hold a secret value" in (third.error or "")
+        assert agent_value not in (third.error or "") and "fine.txt" in _git(repo, "show", "--stat", "HEAD")
+        assert agent_value not in _git(repo, "log", "--all", "-p")  # never committed
         assert [p for p in (workdir / "blobs").rglob("*") if p.is_file()]  # checkpoints to remove
         session.delete()
         assert not (workdir / "sessions" / sid).exists()

@@ -92,8 +92,13 @@ def deliver(
             pushed = ref
         else:
             head = _git(target, env, "rev-parse", "--short", "HEAD").stdout.strip()
+            why = " ".join(
+                line.strip()
+                for line in done.stderr.splitlines()
+                if line.strip() and not line.startswith("hint:")
+            )
             errors.append(
-                f"push of {head} to {branch} on {repo.url} failed: {redact(done.stderr.strip(), forms)}; "
+                f"push of {head} to {branch} on {repo.url} failed ({redact(why, forms)}); "
                 "the work is committed in the workspace — fetch and merge (or rebase) the branch and "
                 "push again, or check the repo's auth secret"
             )
