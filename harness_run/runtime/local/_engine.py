@@ -281,7 +281,6 @@ class LocalEngine(EngineBase):
     ) -> RunResult:
         """``after_turn``: the work committed (and pushed) into ``result`` — a failure is the turn's
         error, the commit stays in the workspace; ``on_close``: remembered for the engine's close."""
-        self._on_close.pop(record.session_id, None)
         if spec.git is None or not spec.repos or spec.git.commit == "never":
             return result
         if spec.git.commit == "on_close":

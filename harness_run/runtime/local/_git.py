@@ -65,6 +65,10 @@ def deliver(
 ) -> Delivery:
     """Commit every change in ``target`` (files holding a secret value are left out and named in
     the error) and, with ``options.push``, push HEAD to ``branch`` (default: the checked-out one)."""
+    if not (target / ".git").exists():
+        return Delivery(
+            error=f"{target.name} is no git checkout any more (the agent removed it?); nothing committed"
+        )
     env = git_env(secrets, repo)
     author = {
         "GIT_AUTHOR_NAME": options.author_name,
