@@ -16,6 +16,7 @@ from harness_run.errors import (
 )
 from harness_run.spec import (
     AgentSpec,
+    GitOptions,
     McpServer,
     Network,
     RepoSource,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 # the definition
 __all__ = [
     "AgentSpec",
+    "GitOptions",
     "McpServer",
     "Network",
     "RepoSource",

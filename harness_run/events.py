@@ -152,6 +152,10 @@ class RunResult(_Frozen):
     model: str = ""
     native_session_id: str | None = None
     resources: ResourceUsage | None = None
+    commit_sha: str | None = None
+    """The commit of the agent's work made after this turn (``git.commit="after_turn"``)."""
+    pushed_ref: str | None = None
+    """The remote ref that commit was pushed to (``git.push``), e.g. ``refs/heads/feat/auth``."""
 
 
 class _Event(_Frozen):

@@ -33,6 +33,12 @@ def test_compile_benchmark_prints_timings() -> None:
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
 
 
+def test_git_workflow_benchmark_prints_timings() -> None:
+    out = _run("git_workflow.py", "--files", "50", "--changed", "3", "--runs", "1")
+    for label in ("clone_ms", "branch_from_base_ms", "commit_push_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+
+
 @pytest.mark.harness
 @pytest.mark.slow
 def test_turn_overhead_benchmark_prints_ratios() -> None:

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from harness_run.cli._options import add_workdir
-from harness_run.errors import SessionNotFoundError
+from harness_run.errors import SessionNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from harness_run.events import AgentEvent
@@ -23,11 +23,26 @@ def register(sub: Any) -> None:
     sessions.add_argument("--json", action="store_true", help="print JSON")
     add_workdir(sessions)
     sessions.set_defaults(func=_sessions)
+    actions = sessions.add_subparsers(dest="action", metavar="{prune}")
+    prune = actions.add_parser("prune", help="list (and with --yes remove) idle local workspaces")
+    prune.add_argument(
+        "--older-than", default="7d", help="idle for at least this long: 90s, 30m, 12h, 7d (default 7d)"
+    )
+    prune.add_argument("--history", action="store_true", help="also delete their sessions' history")
+    prune.add_argument("--yes", action="store_true", help="remove them (without it: only list them)")
+    add_workdir(prune)
+    prune.set_defaults(func=_prune)
 
     history = sub.add_parser("history", help="show a session's turns and events")
     history.add_argument("session_id", metavar="ID")
     history.add_argument("--events", action="store_true", help="also show every event")
-    history.add_argument("--json", action="store_true", help="print JSON")
+    history.add_argument("--json", action="store_true", help="print the stored records as JSON")
+    history.add_argument(
+        "--format",
+        choices=["text", "md", "json"],
+        default="text",
+        help="md/json: the conversation as a transcript (Markdown, or portable JSON)",
+    )
     add_workdir(history)
     history.set_defaults(func=_history)
 
@@ -55,6 +70,42 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _age(text: str) -> float:
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise UsageError(f"--older-than {text!r} is not a duration; write it like 90s, 30m, 12h or 7d")
+    return value
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from harness_run.runtime.local import idle_workspaces, prune_workspaces
+
+    older_than = _age(args.older_than)
+    store = _store(args)
+    found = idle_workspaces(store.root, store, older_than)
+    if not found:
+        print(f"no local workspace idle for {args.older_than} or more in {store.root}")
+        return 0
+    verb = "removing" if args.yes else "would remove"
+    for entry in found:
+        engine = entry.record.engine if entry.record else "(no history)"
+        print(f"{verb} {entry.session_id}  {engine[:20]:20}  idle {entry.idle_s / 3600:.1f}h  {entry.path}")
+    if args.yes:
+        prune_workspaces(store, found, history=args.history)
+        what = "workspaces and history" if args.history else "workspaces"
+        print(f"removed {len(found)} {what}")
+    else:
+        print("dry run: add --yes to remove them")
+    return 0
+
+
 def _history(args: argparse.Namespace) -> int:
     from harness_run.cli._view import EventView, format_result
 
@@ -64,6 +115,12 @@ def _history(args: argparse.Namespace) -> int:
         raise SessionNotFoundError(
             f"no session {args.session_id!r} in {store.root}; list them with `harness-run sessions`"
         )
+    if args.format != "text":
+        from harness_run.runtime import load_transcript
+
+        transcript = load_transcript(store, record)
+        print(transcript.to_markdown() if args.format == "md" else json.dumps(transcript.to_json(), indent=2))
+        return 0
     turns = store.list_turns(args.session_id)
     if args.json:
         events: list[AgentEvent] = store.read_events(args.session_id) if args.events else []

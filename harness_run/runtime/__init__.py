@@ -7,5 +7,16 @@ from harness_run.runtime._engine import Engine
 from harness_run.runtime._process import kill_tree
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
+from harness_run.runtime._transcript import Transcript, TranscriptEntry, load_transcript
 
-__all__ = ["Engine", "ExecResult", "Run", "RunStatus", "Session", "kill_tree"]
+__all__ = [
+    "Engine",
+    "ExecResult",
+    "Run",
+    "RunStatus",
+    "Session",
+    "Transcript",
+    "TranscriptEntry",
+    "kill_tree",
+    "load_transcript",
+]

@@ -15,7 +15,8 @@ from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from harness_run.errors import SessionNotFoundError, UsageError
+from harness_run.errors import SessionBusyError, SessionNotFoundError, UsageError
+from harness_run.runtime._cleanup import purge_session
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import (
     DEFAULT_EXEC_OUTPUT,
@@ -24,6 +25,7 @@ from harness_run.runtime._session import (
     TurnOutcome,
     TurnPlan,
     create_session,
+    with_branch,
 )
 from harness_run.spec import AgentSpec, SessionConfig
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord
@@ -49,7 +51,8 @@ class Engine(Protocol):
     - ``get_session(session_id)`` re-attaches to a stored session, from any process (raises
       ``SessionNotFoundError`` naming ``list_sessions()`` when this engine has none by that id).
     - ``list_sessions()``: this engine's session records (all versions); ``versions()``: its
-      deployed versions, oldest first.
+      deployed versions, oldest first. ``delete_session(session_id)`` removes a session's
+      workspace, checkpoints and history (refused while a turn runs; local runtime only for now).
     - ``await aclose()`` stops the turns running in this process's sessions (interrupted; each
       result is stored as usual), releases what the engine holds (sandboxes, containers, the history
       store it opened) and refuses new work (``UsageError``); calling it again does nothing.
@@ -64,12 +67,19 @@ class Engine(Protocol):
     def version(self) -> str: ...
 
     def start_session(
-        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+        self,
+        config: SessionConfig | Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        branch: str | None = None,
+        base_branch: str | None = None,
     ) -> Session: ...
 
     def get_session(self, session_id: str) -> Session: ...
 
     def list_sessions(self) -> list[SessionRecord]: ...
+
+    def delete_session(self, session_id: str, *, force: bool = False) -> None: ...
 
     def versions(self) -> list[EngineRecord]: ...
 
@@ -149,14 +159,50 @@ class EngineBase(ABC):
     # --- sessions -------------------------------------------------------------------------------
 
     def start_session(
-        self, config: SessionConfig | Mapping[str, Any] | None = None, *, session_id: str | None = None
+        self,
+        config: SessionConfig | Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        branch: str | None = None,
+        base_branch: str | None = None,
     ) -> Session:
         """A new session; its record goes to the store now (any process can re-attach to it).
-        ``config`` overlays the spec for every turn of this session."""
+        ``config`` overlays the spec for every turn of this session. ``branch``/``base_branch`` are
+        ``SessionConfig.branch``/``base_branch``: the branch of the spec's first repo the session
+        works on, created from ``base_branch`` when the remote does not have it."""
         self._check_open()
+        if branch is not None or base_branch is not None:
+            config = with_branch(config, branch, base_branch)
         session = create_session(self, self.name, self.version, config, session_id)
         self._sessions[session.session_id] = session
         return session
+
+    def delete_session(self, session_id: str, *, force: bool = False) -> None:
+        """Remove the session's workspace, checkpoints and history; its ``Session`` refuses work after.
+
+        Refused (SessionBusyError) while a turn of it runs in this process, or while its stored
+        status is ``running`` (another process may be running it; ``force=True`` when that process
+        is known to be gone). Runtimes that cannot remove a session's workspace refuse (UsageError).
+        """
+        record = self._stored_session(session_id, "in the store")
+        held = self._sessions.get(session_id)
+        if (held is not None and held.status == "running") or (record.status == "running" and not force):
+            raise SessionBusyError(
+                f"session {session_id} is running a turn; await it or stop it with session.interrupt(), "
+                "then delete it (force=True when the process that ran it is gone)"
+            )
+        self._delete_workspace(session_id)
+        purge_session(self.store, record)
+        if held is not None:
+            held.mark_deleted()
+        self._sessions.pop(session_id, None)
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """Remove what the runtime keeps for the session besides its history (before the history)."""
+        raise UsageError(
+            f"deleting sessions is not available on this runtime yet (session {session_id} is kept); "
+            "delete local sessions with a local engine"
+        )
 
     def list_sessions(self) -> list[SessionRecord]:
         """This engine's sessions in the history store (every version's), oldest first."""

@@ -13,6 +13,7 @@ from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
+from harness_run.runtime._transcript import Transcript, load_transcript
 from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
@@ -28,6 +29,7 @@ __all__ = [
     "TurnOutcome",
     "TurnPlan",
     "create_session",
+    "with_branch",
 ]
 
 
@@ -91,6 +93,10 @@ class TurnBackend(Protocol):
         """True once the engine is closed: its sessions refuse new turns and commands."""
         ...
 
+    def delete_session(self, session_id: str, *, force: bool = False) -> None:
+        """Remove the session's workspace, checkpoints and history (see ``Engine.delete_session``)."""
+        ...
+
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         """The turn's coroutine; may raise synchronously to refuse the turn (e.g. SessionBusyError
         when another client holds it), before anything starts."""
@@ -138,6 +144,7 @@ class Session:
         self._spec = spec
         self._current: Run | None = None
         self._pending: set[asyncio.Task[Any]] = set()
+        self._deleted = False
         self._messages: dict[str, Run] = {}
         """Message ids seen by this process (prompts and steers) -> their turn: a retried message
         returns that turn instead of being delivered again."""
@@ -254,7 +261,21 @@ class Session:
         if record is not None and record.session_id == self.session_id:
             self._record = record
 
+    def delete(self, *, force: bool = False) -> None:
+        """Remove this session's workspace, checkpoints and history (``engine.delete_session``);
+        refused while a turn runs. The session refuses everything afterwards."""
+        self._check_open()
+        self._backend.delete_session(self.session_id, force=force)
+
+    def mark_deleted(self) -> None:
+        """Refuse all work from now on (its engine deleted the session)."""
+        self._deleted = True
+
     def _check_open(self) -> None:
+        if self._deleted:
+            raise UsageError(
+                f"session {self.session_id} was deleted; start a new one with engine.start_session()"
+            )
         if self._backend.closed:
             raise UsageError(
                 f"the engine of session {self.session_id} is closed; get the engine again "
@@ -341,6 +362,13 @@ class Session:
         self._check_open()
         return self._backend.store.read_events(self.session_id, turn)
 
+    def transcript(self) -> Transcript:
+        """The conversation: a portable rendering of the stored events (``to_markdown()``,
+        ``to_json()``) and the harness's native session files from the latest checkpoint."""
+        self._check_open()
+        self.refresh()
+        return load_transcript(self._backend.store, self._record)
+
     def __repr__(self) -> str:
         record = self._record
         return f"<Session {self.session_id} engine={record.engine} turns={record.turns} status={self.status}>"
@@ -359,6 +387,11 @@ def create_session(
         config = SessionConfig.from_dict(dict(config))
     spec = effective_spec(backend.spec, config)
     get_driver(spec.harness).check(spec)
+    if config is not None and config.branch is not None and not spec.repos:
+        raise UsageError(
+            f"branch={config.branch!r} needs a repository: add one to the spec's repos "
+            "(RepoSource.git(url, auth=SECRET_NAME)) or start the session without a branch"
+        )
     sid = session_id or str(uuid.uuid4())
     try:
         uuid.UUID(sid)
@@ -378,3 +411,12 @@ def create_session(
     )
     backend.store.put_session(record)
     return Session(backend, record, config, spec=spec)
+
+
+def with_branch(
+    config: SessionConfig | Mapping[str, Any] | None, branch: str | None, base_branch: str | None
+) -> SessionConfig:
+    """``config`` with ``start_session(branch=, base_branch=)`` folded in (checked as config fields)."""
+    data = config.to_dict() if isinstance(config, SessionConfig) else dict(config or {})
+    data.update({k: v for k, v in (("branch", branch), ("base_branch", base_branch)) if v is not None})
+    return SessionConfig.from_dict(data)

@@ -11,6 +11,7 @@ from harness_run.spec._agent import (
 )
 from harness_run.spec._checks import check_prompt, is_reserved_env_name, looks_like_credential
 from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
+from harness_run.spec._git import CommitMoment, GitOptions
 from harness_run.spec._values import (
     GitRepo,
     GitSkill,
@@ -30,6 +31,8 @@ __all__ = [
     "DEPLOY_ONLY_FIELDS",
     "HARNESSES",
     "AgentSpec",
+    "CommitMoment",
+    "GitOptions",
     "GitRepo",
     "GitSkill",
     "Harness",

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from harness_run.spec._base import SpecModel, from_document, spec_fail
 from harness_run.spec._checks import check_model_for_harness
+from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema, json_schema_of
 from harness_run.spec._types import (
     DURATION_PATTERN,
@@ -109,6 +110,7 @@ class AgentSpec(SpecModel):
     model_base_url: ModelBaseUrl | None = Field(
         default=None, description="Model endpoint (gateway) URL; else the standard env variables."
     )
+    git: GitOptions | None = Field(default=None, description="Commit/push the agent's work to its branch.")
 
     if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
 
@@ -140,6 +142,7 @@ class AgentSpec(SpecModel):
             network: Network | Literal["open", "none"] | Sequence[str] = ...,
             setup_script: str | None = None,
             model_base_url: str | None = None,
+            git: GitOptions | None = None,
         ) -> None: ...
 
     # ---- checks that need other fields (the ones declared above them) ----------------------

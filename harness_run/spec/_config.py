@@ -9,15 +9,16 @@ overlaid: they are baked into the image, so changing them means deploying a new 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from pydantic import Field, model_validator
 
 from harness_run.errors import SpecError, SpecIssue
 from harness_run.spec._agent import AgentSpec, Harness, PermissionMode, ReasoningEffort
 from harness_run.spec._base import SpecModel, spec_fail
+from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema
-from harness_run.spec._types import Duration, ModelBaseUrl, ModelId, OutputSchemaField, ToolName
+from harness_run.spec._types import Duration, GitRef, ModelBaseUrl, ModelId, OutputSchemaField, ToolName
 from harness_run.spec._values import SystemPrompt
 
 __all__ = ["DEPLOY_ONLY_FIELDS", "SessionConfig", "TurnConfig", "effective_spec"]
@@ -44,6 +45,8 @@ DEPLOY_ONLY_FIELDS: frozenset[str] = frozenset(
 # Spec fields that may be None (limits, schema, …): an explicit None in an overlay clears them. For the
 # others (model, harness, prompt, tools, timeout …) an explicit None means "inherit", like leaving it out.
 _CLEARABLE: frozenset[str] = frozenset(n for n, f in AgentSpec.model_fields.items() if f.default is None)
+_SESSION_ONLY: frozenset[str] = frozenset({"branch", "base_branch"})
+"""Session fields that are not spec fields: the runtime reads them from ``session.config``."""
 
 
 class _Overlay(SpecModel):
@@ -58,6 +61,7 @@ class _Overlay(SpecModel):
     output_schema: OutputSchemaField = None
     timeout: Duration | None = None
     model_base_url: ModelBaseUrl | None = None
+    git: GitOptions | None = None
 
     _kind: ClassVar[str] = "config"
 
@@ -93,6 +97,18 @@ class SessionConfig(_Overlay):
 
     _kind: ClassVar[str] = "session"
     harness: Harness | None = None
+    branch: GitRef | None = None
+    """The branch the session works on (in the spec's first repo): checked out, or created from
+    ``base_branch`` when the remote does not have it. Also ``engine.start_session(branch=...)``."""
+    base_branch: GitRef | None = None
+
+    @model_validator(mode="after")
+    def _base_needs_branch(self) -> Self:
+        if self.base_branch is not None and self.branch is None:
+            raise spec_fail(
+                "is set without a branch", "give branch= too (created from it)", field="base_branch"
+            )
+        return self
 
     if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
 
@@ -110,7 +126,10 @@ class SessionConfig(_Overlay):
             output_schema: OutputSchema | None = None,
             timeout: float | str | None = None,
             model_base_url: str | None = None,
+            git: GitOptions | Mapping[str, Any] | None = None,
             harness: Harness | None = None,
+            branch: str | None = None,
+            base_branch: str | None = None,
         ) -> None: ...
 
 
@@ -135,6 +154,7 @@ class TurnConfig(_Overlay):
             output_schema: OutputSchema | None = None,
             timeout: float | str | None = None,
             model_base_url: str | None = None,
+            git: GitOptions | Mapping[str, Any] | None = None,
         ) -> None: ...
 
 
@@ -146,7 +166,7 @@ def effective_spec(spec: AgentSpec, *overlays: _Overlay | None) -> AgentSpec:
             merged.update(
                 (name, value)
                 for name, value in overlay.set_fields().items()
-                if value is not None or name in _CLEARABLE
+                if (value is not None or name in _CLEARABLE) and name not in _SESSION_ONLY
             )
     if not merged:
         return spec

@@ -33,6 +33,9 @@ class HistoryStore(Protocol):
       unique to the attempt (e.g. the turn id), which may repeat the call (a retried request);
       any other holder gets ``SessionBusyError``;
     - ``update_session`` is a read-modify-write that never loses a concurrent update;
+    - ``delete_session`` removes a session's record, turns, events and reservations (its blobs
+      stay: content-addressed, they may be shared; ``delete_blob`` removes one); unknown ids and
+      keys are no-ops;
     - nothing here ever holds a secret value — callers redact before writing.
     """
 
@@ -64,7 +67,11 @@ class HistoryStore(Protocol):
         self, session_id: str, turn: int | None = None, *, after_seq: int = -1
     ) -> list[AgentEvent]: ...
 
+    def delete_session(self, session_id: str) -> None: ...
+
     def put_blob(self, data: bytes) -> str: ...
+
+    def delete_blob(self, key: str) -> None: ...
 
     def get_blob(self, key: str) -> bytes | None: ...
 

@@ -80,6 +80,10 @@ class SessionRecord(_Record):
     last_result: RunResult | None = None
     snapshot: SnapshotRef | None = None
     stop_reason: StopReason | None = None
+    commit_sha: str | None = None
+    """The last commit of the session's work (``git`` options), after a turn or on close."""
+    pushed_ref: str | None = None
+    """The remote ref that commit was pushed to."""
 
 
 class TurnRecord(_Record):
@@ -93,3 +97,5 @@ class TurnRecord(_Record):
     secret_names: list[str] = Field(default_factory=list[str])
     result: RunResult | None = None
     steers: list[str] = Field(default_factory=list[str])
+    snapshot: SnapshotRef | None = None
+    """The checkpoint this turn saved (so deleting the session finds every blob it left)."""

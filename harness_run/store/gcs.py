@@ -128,7 +128,9 @@ class GcsStore(GcsObjects):
         return sorted(self._engines(self._name("engines", "")), key=lambda e: (e.name, e.created_at))
 
     def delete_engine(self, name: str, version: str) -> None:
-        obj = self._engine_name(name, _check_part("engine version", version))
+        self._delete(self._engine_name(name, _check_part("engine version", version)))
+
+    def _delete(self, obj: str) -> None:
         blob = self._bucket.blob(obj)
         try:
             self._call(
@@ -356,6 +358,15 @@ class GcsStore(GcsObjects):
 
     # --- blobs ---------------------------------------------------------------------------------
 
+    def delete_session(self, session_id: str) -> None:
+        record = self.get_session(session_id)
+        names = [b.name for b in self._list(self._session_name(session_id, ""))]
+        for name in sorted(names, key=lambda n: n.endswith("session.json")):  # the record last
+            self._delete(name)
+        if record is not None:
+            self._delete(self._name("index", _check_part("engine name", record.engine), session_id))
+        self._indexed.discard(session_id)
+
     def put_blob(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()
         with contextlib.suppress(Conflict):  # content-addressed: already there
@@ -370,6 +381,9 @@ class GcsStore(GcsObjects):
         if hashlib.sha256(got[0]).hexdigest() != key:
             raise corrupt(f"blob {key}", "delete that object", f"{self._where(name)} does not match its hash")
         return got[0]
+
+    def delete_blob(self, key: str) -> None:
+        self._delete(self._name("blobs", check_blob_key(key)))
 
     def close(self) -> None:
         with self._pool_lock:

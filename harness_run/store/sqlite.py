@@ -5,6 +5,7 @@ No server; safe for several processes on one machine (SQLite locking, atomic blo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -276,6 +277,15 @@ class SqliteStore:
         rows = self._exec("SELECT turn, body FROM turns WHERE session_id=? ORDER BY turn", (session_id,))
         return [self._load(TurnRecord, body, f"turn {turn} of session {session_id}") for turn, body in rows]
 
+    def delete_session(self, session_id: str) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM sessions WHERE id=?", (session_id,))
+            db.execute("DELETE FROM turns WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM turn_locks WHERE session_id=?", (session_id,))
+
+        self._transaction(work, f"delete session {session_id}")
+
     # --- events --------------------------------------------------------------------------------
 
     def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None:
@@ -348,6 +358,12 @@ class SqliteStore:
         if hashlib.sha256(data).hexdigest() != key:
             raise corrupt(f"blob {key}", "delete that file", f"its content at {path} does not match its hash")
         return data
+
+    def delete_blob(self, key: str) -> None:
+        path = self._blob_path(key)
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # its two-letter folder, when now empty
 
     def close(self) -> None:
         with self._lock:

@@ -93,8 +93,14 @@ class WorkerStore:
     ) -> list[AgentEvent]:
         return self.inner.read_events(session_id, turn, after_seq=after_seq)
 
+    def delete_session(self, session_id: str) -> None:
+        self.inner.delete_session(session_id)
+
     def put_blob(self, data: bytes) -> str:
         return self.inner.put_blob(data)
+
+    def delete_blob(self, key: str) -> None:
+        self.inner.delete_blob(key)
 
     def get_blob(self, key: str) -> bytes | None:
         return self.inner.get_blob(key)

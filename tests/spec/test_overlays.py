@@ -154,8 +154,9 @@ def test_deploy_only_fields_cover_the_image() -> None:
     } <= DEPLOY_ONLY_FIELDS
     overlay_fields = set(SessionConfig.model_fields) | set(TurnConfig.model_fields)
     assert not overlay_fields & DEPLOY_ONLY_FIELDS
-    # everything else on the spec can be overlaid
-    assert set(AgentSpec.model_fields) - DEPLOY_ONLY_FIELDS == set(SessionConfig.model_fields)
+    # everything else on the spec can be overlaid; a session also picks its branch (not a spec field)
+    session_only = {"branch", "base_branch"}
+    assert set(AgentSpec.model_fields) - DEPLOY_ONLY_FIELDS == set(SessionConfig.model_fields) - session_only
 
 
 @pytest.mark.parametrize("overlay", [SessionConfig, TurnConfig])
@@ -273,3 +274,34 @@ def test_overlay_does_not_change_the_spec() -> None:
     before = SPEC.to_dict()
     effective_spec(SPEC, SessionConfig(model="gpt-5.6-sol"), TurnConfig(max_turns=None))
     assert SPEC.to_dict() == before
+
+
+def test_git_options_overlay_per_session_and_turn_and_bad_ones_name_the_field() -> None:
+    core: dict[str, Any] = {"name": "a", "harness": "codex", "model": "gpt-5.6-luna"}
+    spec = AgentSpec.from_dict({**core, "git": {"commit": "after_turn", "author": "Ada <ada@example.com>"}})
+    assert spec.git is not None and (spec.git.author_name, spec.git.author_email) == (
+        "Ada",
+        "ada@example.com",
+    )
+    assert AgentSpec.from_yaml(spec.to_yaml()) == spec
+    session = SessionConfig(branch="feat/x", base_branch="main", git={"commit": "on_close", "push": True})
+    assert SessionConfig.from_dict(session.to_dict()) == session  # the record keeps the branch
+    assert effective_spec(spec, session).git == session.git  # an overlay's git replaces the spec's
+    turn = effective_spec(spec, session, TurnConfig(git={"commit": "never"}))
+    assert turn.git is not None and turn.git.commit == "never"
+    bad = [
+        ({"push": True}, "git.push", "commit"),
+        ({"author": "nobody"}, "git.author", "<ada@example.com>"),
+        ({"message": "{nope}"}, "git.message", "{turn}"),
+        ({"commit": "sometimes"}, "git.commit", ""),
+    ]
+    for options, path, fix in bad:
+        with pytest.raises(SpecError) as info:
+            AgentSpec.from_dict({**core, "git": options})
+        assert info.value.issues[0].path == path and fix in info.value.issues[0].fix, info.value
+    with pytest.raises(SpecError) as info:
+        SessionConfig(base_branch="main")
+    assert info.value.issues[0].path == "base_branch"
+    with pytest.raises(SpecError) as info:
+        SessionConfig.from_dict({"branch": "no..dots"})
+    assert info.value.issues[0].path == "branch"

@@ -119,6 +119,26 @@ def test_a_rewritten_session_replaces_the_old_one_and_is_listed_once(store: Hist
     assert store.list_turns("s1") == [done]
 
 
+def test_delete_session_removes_its_records_events_and_reservations_and_blobs_go_one_by_one(
+    store: HistoryStore,
+) -> None:
+    for sid in ("s1", "s2"):
+        store.put_session(session_record(sid))
+        store.put_turn(TurnRecord(session_id=sid, turn=1, prompt="p", started_at=1.0))
+        store.append_events(sid, 1, [ev(1, 0), ev(1, 1)])
+        store.reserve_turn(sid, 2, "holder")
+    key = store.put_blob(b"snapshot")
+    store.delete_session("s1")
+    store.delete_session("s1")  # unknown by now: a no-op
+    assert store.get_session("s1") is None and store.list_turns("s1") == [] and store.read_events("s1") == []
+    assert [r.session_id for r in store.list_sessions("eng")] == ["s2"]
+    store.reserve_turn("s1", 2, "another")  # its reservation went with it
+    assert len(store.read_events("s2")) == 2 and store.get_blob(key) == b"snapshot"  # others untouched
+    store.delete_blob(key)
+    store.delete_blob(key)
+    assert store.get_blob(key) is None
+
+
 def test_engine_versions_by_prefix_listing_and_delete(store: HistoryStore) -> None:
     a1 = EngineRecord(name="a", version="sha256-111aaa", spec={}, created_at=1.0)
     a2 = EngineRecord(name="a", version="sha256-222bbb", spec={}, created_at=3.0)

@@ -8,15 +8,17 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness_run.errors import HarnessRunError, StoreError, UsageError, redact
+from harness_run.errors import HarnessRunError, RunError, StoreError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._engine import EngineBase
@@ -24,6 +26,7 @@ from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
+from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._workspace import (
     SessionPaths,
     Workspaces,
@@ -117,6 +120,8 @@ class LocalEngine(EngineBase):
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env
         self._workspaces = Workspaces(self.workdir)
+        self._on_close: dict[str, tuple[AgentSpec, dict[str, str]]] = {}
+        """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
@@ -136,6 +141,11 @@ class LocalEngine(EngineBase):
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
         return self._adopt(record)
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """The session's folder (workspace, harness home and native session files) goes."""
+        self._on_close.pop(session_id, None)
+        shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
 
     def versions(self) -> list[EngineRecord]:
         """Every version of this engine in the workdir's store (any isolation), oldest first."""
@@ -175,6 +185,7 @@ class LocalEngine(EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer)
             result = await process.run()
+            result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
             result = (process.cancelled_result if process is not None else None) or RunResult(
                 is_error=False, stop_reason="cancelled", error="the turn was cancelled"
@@ -260,6 +271,8 @@ class LocalEngine(EngineBase):
             "snapshot": snapshot,
             "native_session_id": result.native_session_id or record.native_session_id,
             "workspace_ready": record.workspace_ready or ctx is not None,
+            "commit_sha": result.commit_sha or record.commit_sha,
+            "pushed_ref": result.pushed_ref or (None if result.commit_sha else record.pushed_ref),
         }
         after = record.model_copy(update=update)
         turn = TurnRecord(
@@ -272,6 +285,7 @@ class LocalEngine(EngineBase):
             secret_names=sorted(n for n in spec.secret_names),
             result=result,
             steers=[e.text for e in run.events if isinstance(e, UserEvent)][1:],
+            snapshot=snapshot if snapshot is not record.snapshot else None,
         )
         try:
             await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
@@ -294,6 +308,70 @@ class LocalEngine(EngineBase):
             run.emit(ResultEvent(result=failed))
         after = record.model_copy(update={"status": "failed", "last_result": failed, "stop_reason": "error"})
         return TurnOutcome(failed, after)
+
+    async def _after_turn_git(
+        self, record: SessionRecord, spec: AgentSpec, secrets: dict[str, str], result: RunResult, turn: int
+    ) -> RunResult:
+        """``after_turn``: the work committed (and pushed) into ``result`` — a failure is the turn's
+        error, the commit stays in the workspace; ``on_close``: remembered for the engine's close."""
+        if spec.git is None or not spec.repos or spec.git.commit == "never":
+            return result
+        if spec.git.commit == "on_close":
+            self._on_close[record.session_id] = (spec, secrets)
+            return result
+        sid = record.session_id
+        done = await asyncio.to_thread(self._commit_work, sid, record.config, spec, secrets, turn)
+        update: dict[str, Any] = {"commit_sha": done.commit_sha, "pushed_ref": done.pushed_ref}
+        if done.error is not None:
+            error = f"{result.error}; {done.error}" if result.error else done.error
+            update.update(is_error=True, stop_reason="error", error=error)
+        return result.model_copy(update=update)
+
+    def _commit_work(
+        self,
+        session_id: str,
+        config: Mapping[str, Any],
+        spec: AgentSpec,
+        secrets: Mapping[str, str],
+        turn: int,
+    ) -> Delivery:
+        """Commit (and push) the session's work in its repo — the spec's first; blocking."""
+        assert spec.git is not None
+        repo, branch = spec.repos[0], config.get("branch")
+        forms = secret_forms(secret_values(secrets))
+        message = spec.git.render_message(
+            engine=self.name, session_id=session_id, turn=turn, branch=branch or ""
+        )
+        target = self._workspaces.paths(session_id).workspace / repo.dir_name
+        done = deliver(target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms)
+        return done if done.error is None else replace(done, error=redact(done.error, forms))
+
+    def _close_deliveries(self) -> None:
+        """``git.commit="on_close"``: commit (and push) the work of the sessions whose turns ran in
+        this process, with their last turn's secrets (held in memory only); RunError when any failed."""
+        errors: list[str] = []
+        pending, self._on_close = self._on_close, {}
+        for sid, (spec, secrets) in pending.items():
+            record = self.store.get_session(sid)
+            if record is None or not self._workspaces.paths(sid).workspace.exists():
+                continue
+            done = self._commit_work(sid, record.config, spec, secrets, record.turns)
+            update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
+            self.store.put_session(record.model_copy(update=update))
+            if done.error is not None:
+                errors.append(f"session {sid}: {done.error}")
+        if errors:
+            raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
+
+    async def _release(self) -> None:
+        await asyncio.to_thread(self._close_deliveries)
+
+    def _release_now(self) -> None:
+        try:
+            self._close_deliveries()
+        except RunError:
+            self._close_store()  # close() skips it when this raises
+            raise
 
     def _persist(self, record: SessionRecord, turn: TurnRecord, events: list[AgentEvent]) -> None:
         self.store.append_events(record.session_id, turn.turn, events)
@@ -347,6 +425,7 @@ class LocalEngine(EngineBase):
             paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
             paths.setup_marker.write_text("restored\n")
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
+        branch = record.config.get("branch")
         await self._workspaces.prepare(
             spec,
             paths,
@@ -354,6 +433,7 @@ class LocalEngine(EngineBase):
             secrets,
             lambda _s, d: emit(SetupEvent(step=d)),
             driver.skills_dir(paths.workspace, paths.home),
+            (branch, record.config.get("base_branch")) if branch else None,
         )
 
     async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness_run.errors import BuildError, RunError, redact
+from harness_run.runtime.local._git import branch_exists
 from harness_run.spec import AgentSpec, GitRepo
 
 if TYPE_CHECKING:
@@ -92,13 +93,15 @@ class Workspaces:
         secrets: Mapping[str, str],
         progress: Progress,
         skills_dir: Path,
+        branch: tuple[str, str | None] | None = None,
     ) -> None:
+        """``branch``: (branch, base_branch) for the first repo (see ``SessionConfig.branch``)."""
         paths.create()
-        for repo in spec.repos:
+        for index, repo in enumerate(spec.repos):
             target = paths.workspace / repo.dir_name
             if not target.exists():
                 progress("setup", f"cloning {repo.url}")
-                await asyncio.to_thread(_clone, repo, target, secrets)
+                await asyncio.to_thread(_clone, repo, target, secrets, branch if index == 0 else None)
         if spec.skills:
             progress("setup", f"staging {len(spec.skills)} skill source(s)")
             await asyncio.to_thread(self.stage_skills, spec, skills_dir)
@@ -216,21 +219,37 @@ def scrub_git_credentials(workspace: Path, spec: AgentSpec, forms: list[str]) ->
     return changed
 
 
-def _clone(repo: GitRepo, target: Path, secrets: Mapping[str, str]) -> None:
+def _clone(
+    repo: GitRepo, target: Path, secrets: Mapping[str, str], branch: tuple[str, str | None] | None = None
+) -> None:
     import git  # gitpython: imported only when a repo is cloned
 
+    ref, create = repo.ref, None
+    if branch is not None:
+        name, base = branch
+        if branch_exists(repo, name, secrets):
+            ref = name
+        elif base is not None:
+            ref, create = base, name
+        else:
+            raise RunError(
+                f"branch {name!r} does not exist on {repo.url}; create it from a base with "
+                f"start_session(branch={name!r}, base_branch='main') (or push it first)"
+            )
     try:
         kwargs: dict[str, object] = {"env": _git_env(secrets, repo)}
-        if repo.ref:
-            kwargs["branch"] = repo.ref
+        if ref:
+            kwargs["branch"] = ref
         if repo.depth:
             kwargs["depth"] = repo.depth
-        git.Repo.clone_from(repo.url, target, **kwargs)  # type: ignore[arg-type]
+        cloned = git.Repo.clone_from(repo.url, target, **kwargs)  # type: ignore[arg-type]
+        if create is not None:
+            cloned.git.checkout("-q", "-b", create)
     except git.GitCommandError as exc:
         shutil.rmtree(target, ignore_errors=True)
         raise RunError(
             f"cannot clone {repo.url}: {redact(str(exc.stderr).strip(), secrets)}; check the URL, "
-            f"the ref and the {repo.auth or 'auth'} secret"
+            f"the ref{' and the branch names' if branch else ''} and the {repo.auth or 'auth'} secret"
         ) from None
 
 
