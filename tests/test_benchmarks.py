@@ -57,6 +57,25 @@ def test_concurrency_benchmark_reports_no_failures() -> None:
     ), out
 
 
+@pytest.mark.harness
+@pytest.mark.slow
+def test_failing_model_benchmark_ends_the_turn_with_the_error() -> None:
+    out = _run("failing_model.py", "--harness", "claude-code", "--failure", "drop")
+    assert re.search(r"\[claude-code\] drop, harness-run defaults: [0-9.]+ s, [0-9]+ model requests", out), (
+        out
+    )
+    assert "Connection dropped" in out, out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_fresh_run_phases_benchmark_prints_both_phases() -> None:
+    out = _run("fresh_run_phases.py", "--rounds", "1")
+    assert re.search(
+        r"^current: start -> claude exec [0-9]+ ms, claude exit -> process exit [0-9]+ ms", out, re.M
+    ), out
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(1000)

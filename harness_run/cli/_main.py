@@ -2,11 +2,20 @@
 
 Exit codes: 0 ok, 1 the run failed (``is_error``), 2 bad input (spec, arguments), 3 infrastructure.
 Errors print one readable message, never a traceback (set ``HARNESS_RUN_DEBUG=1`` to see one).
+
+Start-up and exit are on the critical path of a one-turn ``harness-run run`` (the harness CLI is
+spawned only once the spec is validated): commands that set ``fast_exit`` run their start-up with
+the garbage collector off (imports and schema builds allocate ~10^5 long-lived objects; the command
+freezes them with ``settle_memory()`` once its work is under way) and, from the console script,
+end with ``os._exit`` once everything is closed and flushed, skipping an interpreter teardown that
+frees those objects one by one (0.1-0.3 s on the reference VM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -45,8 +54,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    console = argv is None
+    if console:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # skips an entry-point scan
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    finally:
+        if was_enabled:
+            gc.enable()
+    fast_exit = bool(getattr(args, "fast_exit", False))
+    if fast_exit:
+        gc.disable()  # until the command calls settle_memory()
+    try:
+        code = _dispatch(parser, args)
+    finally:
+        if was_enabled and not gc.isenabled():
+            gc.enable()
+    if console and fast_exit:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: the command has closed its engine and
+    store; only the standard streams need flushing."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`): nothing to write to
+            stream.flush()
+    os._exit(code)
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     func: Handler | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from pathlib import Path
 
 from harness_run.errors import UsageError
 
-__all__ = ["add_workdir", "secrets_from_env"]
+__all__ = ["add_workdir", "secrets_from_env", "settle_memory"]
 
 
 def add_workdir(parser: argparse.ArgumentParser) -> None:
@@ -33,3 +34,10 @@ def secrets_from_env(names: list[str]) -> dict[str, str]:
             raise UsageError(f"--secret {name}: the environment variable {name} is not set; export it first")
         secrets[name] = os.environ[name]
     return secrets
+
+
+def settle_memory() -> None:
+    """Turn the garbage collector back on (``fast_exit`` commands start with it off), with what
+    start-up built frozen: those objects live until exit and are never scanned again."""
+    gc.freeze()
+    gc.enable()

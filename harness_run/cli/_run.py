@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 from pathlib import Path
 from typing import Any
 
-from harness_run.cli._options import add_workdir, secrets_from_env
+from harness_run.cli._options import add_workdir, secrets_from_env, settle_memory
 from harness_run.errors import UsageError
 
 __all__ = ["register"]
@@ -40,7 +41,7 @@ def register(sub: Any) -> None:
     run.add_argument("--model", help="override the model for this turn")
     run.add_argument("--json", action="store_true", help="print events as JSON lines")
     add_workdir(run)
-    run.set_defaults(func=_run)
+    run.set_defaults(func=_run, fast_exit=True)
 
     demo = sub.add_parser(
         "demo",
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
     demo.add_argument("--scripted", action="store_true", help="use the scripted model even if a key is set")
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
     add_workdir(demo)
-    demo.set_defaults(func=_demo)
+    demo.set_defaults(func=_demo, fast_exit=True)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -78,6 +79,8 @@ async def _turn(
         session = engine.get_session(args.session) if args.session else engine.start_session()
         run = session.run(prompt, secrets=secrets, config=config)
         async for event in run:
+            if not gc.isenabled():  # the CLI is running: start-up's objects are for keeps
+                settle_memory()
             view.event(event)
         result = await run
         view.result(result)
@@ -124,6 +127,8 @@ async def _demo_turn(args: argparse.Namespace) -> int:
         session = engine.start_session()
         run = session.run(_DEMO_PROMPT, secrets=secrets)
         async for event in run:
+            if not gc.isenabled():
+                settle_memory()
             view.event(event)
         result = await run
         view.result(result)

@@ -58,6 +58,9 @@ _FIXED_ENV = {
     "DISABLE_ERROR_REPORTING": "1",
     "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
 }
+# Defaults the spec's ``env`` can override: Claude Code retries a failed model request 10 times with
+# a backoff up to ~30 s (a dropped stream held a turn ~3 min); 2 retries end it in a few seconds.
+DEFAULT_ENV = {"CLAUDE_CODE_MAX_RETRIES": "2"}
 _INSTALL_HINT = (
     'install it with `pip install "harness-run[local]"` (the claude-agent-sdk wheel bundles the '
     "binary), or `npm install -g @anthropic-ai/claude-code`, or set HARNESS_RUN_CLAUDE_BIN"
@@ -139,8 +142,7 @@ class ClaudeCodeDriver:
                 argv += ["--mcp-config", str(path), "--strict-mcp-config"]
             elif rel.endswith("settings.json"):
                 argv += ["--settings", str(path)]
-        env = dict(ctx.env)
-        env.update(_FIXED_ENV)
+        env = {**DEFAULT_ENV, **ctx.env, **_FIXED_ENV}
         env["CLAUDE_CONFIG_DIR"] = str(self.config_dir(ctx))
         if spec.permission_mode == "bypassPermissions":
             env["IS_SANDBOX"] = "1"  # root refuses bypass without it; we run in an isolated workspace

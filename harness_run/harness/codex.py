@@ -67,6 +67,10 @@ __all__ = ["CodexDriver"]
 
 PROVIDER = "harness-run"
 RETRIES_ENV = "HARNESS_RUN_CODEX_MAX_RETRIES"
+DEFAULT_RETRIES = 2
+"""Request and stream retries of the endpoint provider unless the spec's ``env`` sets ``RETRIES_ENV``:
+Codex's own 4/5 multiply (30 requests, ~30 s for a persistent 5xx); 2/2 end such a turn in seconds."""
+_HIGH_DEMAND = "currently experiencing high demand"
 _SHELL_EXCLUDES = (
     "OPENAI_API_KEY",
     "CODEX_API_KEY",
@@ -174,9 +178,9 @@ class CodexDriver:
                 "env_key": "OPENAI_API_KEY",
                 "wire_api": "responses",
             }
-            retries = env.get(RETRIES_ENV, "")
-            if retries.isdigit():
-                provider.update(request_max_retries=int(retries), stream_max_retries=int(retries))
+            given = env.get(RETRIES_ENV, "")
+            retries = int(given) if given.isdigit() else DEFAULT_RETRIES
+            provider.update(request_max_retries=retries, stream_max_retries=retries)
             settings["model_provider"] = PROVIDER
             settings[f"model_providers.{PROVIDER}"] = provider  # a table: written after the top-level keys
         elif env.get("OPENAI_API_KEY") and not env.get("CODEX_API_KEY"):
@@ -310,6 +314,16 @@ def _error_text(message: Any) -> str:
     return inner if isinstance(inner, str) else text
 
 
+def _explained(message: str) -> str:
+    """Codex replaces an HTTP 500's body with its own "high demand" text: say what it means."""
+    if _HIGH_DEMAND not in message or "HTTP 500" in message:
+        return message
+    return (
+        f"the model endpoint answered HTTP 500 (Codex does not pass on the server's message; "
+        f"it says: {message})"
+    )
+
+
 class _CodexParser(JsonLinesParser):
     def __init__(self, ctx: TurnContext, driver: CodexDriver) -> None:
         super().__init__()
@@ -353,15 +367,15 @@ class _CodexParser(JsonLinesParser):
             return []
         if kind == "turn.failed":
             self._done = "failed"
-            self._error = _error_text(
-                as_dict(data.get("error")).get("message") or self._error or "turn failed"
+            self._error = _explained(
+                _error_text(as_dict(data.get("error")).get("message") or self._error or "turn failed")
             )
             return []
         if kind == "error":
             message = _error_text(data.get("message", ""))
             if message.startswith("Reconnecting..."):
                 return [_retry(message, data)]
-            self._error = message
+            message = self._error = _explained(message)
             return [ErrorEvent(message=message, raw=data)]
         return []
 

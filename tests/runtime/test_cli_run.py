@@ -1,0 +1,69 @@
+"""``harness-run run`` as a user runs it: the console script in a fresh process, real ``claude``
+against the scripted model. The command ends its process without the interpreter's teardown
+(``fast_exit``): every event must still reach stdout, the exit code must be the turn's, and a
+second ``run --session`` must find the history the first one stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_run.testing import ScriptedModel, error, text, write_file
+
+from ._helpers import API_KEY
+
+EXE = str(Path(sys.executable).parent / "harness-run")
+
+
+def _run(model: ScriptedModel, tmp_path: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: cli\nharness: claude-code\nmodel: claude-sonnet-4-6\nenv:\n  CLAUDE_CODE_MAX_RETRIES: '0'\n"
+    )
+    env = {
+        **os.environ,
+        "ANTHROPIC_BASE_URL": model.url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "HARNESS_RUN_HOME": str(tmp_path / "home"),
+    }
+    done = subprocess.run(
+        [EXE, "run", str(spec), *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, lines, done.stderr
+
+
+@pytest.mark.harness
+def test_run_prints_every_event_and_exits_with_the_turns_outcome(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.add(write_file("made.txt", "hello\n"), text("wrote it"), error(400, "scripted refusal qx31"))
+
+    code, events, stderr = _run(model, tmp_path, "make a file")
+    assert code == 0, stderr
+    assert (events[0]["type"], events[-1]["type"]) == ("user", "result")
+    assert any(e["type"] == "tool_use" for e in events)
+    assert events[-1]["result"]["text"] == "wrote it"
+    sessions = list((tmp_path / "home" / "sessions").iterdir())
+    assert len(sessions) == 1
+    assert (sessions[0] / "workspace" / "made.txt").read_text() == "hello\n"
+
+    # the second turn continues the stored session; the model's error is exit code 1, fully printed
+    code, events, stderr = _run(model, tmp_path, "again", "--session", sessions[0].name)
+    assert code == 1, stderr
+    assert events[-1]["type"] == "result"
+    assert events[-1]["result"]["is_error"] is True
+    assert "scripted refusal qx31" in events[-1]["result"]["error"]
+    assert "Traceback" not in stderr
