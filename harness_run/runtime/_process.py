@@ -99,7 +99,7 @@ async def start_reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
 
 
 async def release_reaper(reaper: asyncio.subprocess.Process | None) -> None:
-    """Tell the reaper the turn was cleaned up here (it exits without killing anything)."""
+    """Tell the reaper the turn was cleaned up here: it exits at once, without killing anything."""
     if reaper is None or reaper.stdin is None:
         return
     with contextlib.suppress(ConnectionError, OSError):
