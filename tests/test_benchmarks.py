@@ -61,3 +61,10 @@ def test_warm_pool_benchmark_prints_latencies(docker_client: object, base_image:
     for section in ("warm (pool of 1), 2 turns:", "cold (no pool), 1 turns:"):
         assert section in out, out
     assert len(re.findall(r"claim -> first event: p50 [0-9]+ ms", out)) == 2, out
+
+
+def test_turn_lease_benchmark_prints_costs() -> None:
+    out = _run("turn_lease.py", "--rounds", "1")
+    for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
+        assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
+    assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
