@@ -139,10 +139,13 @@ class LocalEngine(EngineBase):
         if held is not None:
             return held
         record = self._stored_session(session_id, f"in the store at {self.workdir}")
-        record = self._finish_orphan(session_id, record.harness) or record
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
-        return self._adopt(record)
+        session = self._adopt(record)
+        finished = self._finish_orphan(session_id, session.spec)
+        if finished is not None:
+            session.refresh(finished)
+        return session
 
     def versions(self) -> list[EngineRecord]:
         """Every version of this engine in the workdir's store (any isolation), oldest first."""
@@ -151,17 +154,17 @@ class LocalEngine(EngineBase):
 
     # --- turns --------------------------------------------------------------------------------
 
-    def _finish_orphan(self, session_id: str, harness: str) -> SessionRecord | None:
-        """Finish the session's next turn if the process that reserved it is gone (see ``_lease``)."""
+    def _finish_orphan(self, session_id: str, spec: AgentSpec) -> SessionRecord | None:
+        """Finish the session's next turn if the process that reserved it is gone (see ``_lease``);
+        ``spec`` is the session's."""
         if not self._finish_orphans:
             return None
-        driver = get_driver(harness)
+        driver = get_driver(spec.harness)
         paths = self._workspaces.paths(session_id)
 
         def native_exists(native_id: str | None) -> bool:
-            spec = self.spec.model_copy(update={"harness": harness, "checkpoint": False})
             probe = TurnContext(
-                spec=spec,
+                spec=spec.model_copy(update={"checkpoint": False}),  # a look, no scrubbing
                 prompt="",
                 session_id=session_id,
                 turn=0,
@@ -180,7 +183,7 @@ class LocalEngine(EngineBase):
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         # Reserve synchronously (one winner across processes), so a second sender's send() raises
         # SessionBusyError at once; a turn left by a dead process is finished first.
-        finished = self._finish_orphan(session.session_id, session.harness)
+        finished = self._finish_orphan(session.session_id, session.spec)
         if finished is not None and finished.turns == run.turn:
             session.refresh(finished)
             run.turn = finished.turns + 1  # nothing of this run has been emitted yet
