@@ -213,6 +213,8 @@ class LocalEngine(EngineBase):
 
         def emit(event: AgentEvent) -> None:
             run.emit(redact_event(event, forms))
+            if event.type == "started":  # store the harness's own session id at once
+                keeper.nudge()
 
         started = time.monotonic()
         record = session.record

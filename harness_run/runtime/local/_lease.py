@@ -11,6 +11,7 @@ names host, pid and the pid's start time) — found at once, with no wait for th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -84,6 +85,11 @@ class LeaseKeeper:
         self._holder = holder
         self._period = period
         self._task: asyncio.Task[None] | None = None
+        self._nudged = asyncio.Event()
+
+    def nudge(self) -> None:
+        """Flush now rather than at the next period (the harness's session id has just arrived)."""
+        self._nudged.set()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="harness-run turn lease")
@@ -96,7 +102,9 @@ class LeaseKeeper:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self._period)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudged.wait(), self._period)
+            self._nudged.clear()
             try:
                 await asyncio.to_thread(self.beat)
             except HarnessRunError as exc:  # the store hiccuped: try again next period
