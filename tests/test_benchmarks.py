@@ -63,7 +63,6 @@ def test_warm_pool_benchmark_prints_latencies(docker_client: object, base_image:
     assert len(re.findall(r"claim -> first event: p50 [0-9]+ ms", out)) == 2, out
 
 
-@pytest.mark.slow
 def test_turn_lease_benchmark_prints_costs() -> None:
     out = _run("turn_lease.py", "--rounds", "1")
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
