@@ -27,7 +27,7 @@ from harness_run.store import SqliteStore
 from harness_run.testing import ScriptedModel, shell, text
 
 from ._harnesses import HARNESS, HARNESSES
-from ._helpers import processes_with
+from ._helpers import claude_descendants, model_secrets, processes_with, wait_until
 from .conftest import EngineFactory
 
 pytestmark = pytest.mark.harness
@@ -194,3 +194,20 @@ def test_a_bad_lease_setting_is_a_clear_error(
     monkeypatch.setenv("HARNESS_RUN_TURN_LEASE", "soon")
     with pytest.raises(UsageError, match=r"HARNESS_RUN_TURN_LEASE='soon' is not a number of seconds >= 1"):
         make_engine()
+
+
+async def test_a_killed_harness_cli_takes_its_tool_processes_with_it(
+    model: ScriptedModel, make_engine: EngineFactory
+) -> None:
+    marker, command = HARNESS["claude-code"].long_command(30)
+    model.add(shell(command), text("never reached"))
+    session = make_engine().start_session()
+    run = session.run("run the long command", secrets=model_secrets(model))
+    await wait_until(lambda: processes_with(marker), within=30.0, what="the tool command to start")
+    [cli] = [pid for pid, line in claude_descendants().items() if " -p " in f" {line} "]
+    os.kill(cli, signal.SIGKILL)  # the CLI dies; its tool commands, re-parented, must not live on
+    result = await run
+    assert result.is_error
+    assert "exit" in (result.error or "")
+    await wait_until(lambda: not processes_with(marker), within=5.0, what="the tool processes to end")
+    assert processes_with(marker) == {}
