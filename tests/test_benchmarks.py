@@ -92,3 +92,10 @@ def test_redaction_benchmark_prints_timings() -> None:
     out = _run("redaction.py", "--runs", "20")
     for label in ("redact_message_us", "redact_tool_use_us", "redact_clean_us", "json_text_message_us"):
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+
+
+def test_turn_lease_benchmark_prints_costs() -> None:
+    out = _run("turn_lease.py", "--rounds", "1")
+    for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
+        assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
+    assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out

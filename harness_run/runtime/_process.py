@@ -2,7 +2,9 @@
 
 The process gets its own process group; on any exit path (success, error, timeout, interrupt,
 cancellation, a limit the parser watches: ``max_turns``/``max_budget``) the group and every
-descendant we can find are terminated, then killed.
+descendant we can find are terminated, then killed. If this (client) process dies first — even by
+SIGKILL — a small reaper process (``_reaper.py``, watching a pipe only this process writes to)
+does the same, so no harness or tool process of the turn outlives its owner.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 import uuid
 from collections import deque
@@ -24,6 +27,8 @@ from harness_run.harness import LaunchPlan, LineParser
 __all__ = ["TurnProcess", "descendants", "kill_tree"]
 
 _STDERR_LINES = 40
+_REAPER = Path(__file__).with_name("_reaper.py")
+_HAS_PROC = os.path.isdir("/proc/self")
 _READ_LIMIT = 64 * 1024 * 1024  # stream-json lines carry whole tool outputs
 
 
@@ -67,6 +72,42 @@ def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
     for child in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(child, sig)
+
+
+async def start_reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
+    """The watchdog that ends the turn's processes (group ``pid``, processes carrying ``tag``) if
+    this process dies before :func:`release_reaper`; None where it cannot run (no ``/proc``)."""
+    if not _HAS_PROC:
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_RUN_TURN"}
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            str(_REAPER),
+            str(pid),
+            tag,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,  # a signal to this process's group does not reach it
+            env=env,
+        )
+    except OSError:
+        return None
+
+
+async def release_reaper(reaper: asyncio.subprocess.Process | None) -> None:
+    """Tell the reaper the turn was cleaned up here: it exits at once, without killing anything."""
+    if reaper is None or reaper.stdin is None:
+        return
+    with contextlib.suppress(ConnectionError, OSError):
+        reaper.stdin.write(b"done")
+        await reaper.stdin.drain()
+    reaper.stdin.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(reaper.wait(), 2.0)
 
 
 async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0, tag: str | None = None) -> None:
@@ -170,6 +211,7 @@ class TurnProcess:
             )
         except FileNotFoundError as exc:
             raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
+        reaper = await start_reaper(proc.pid, self._tag)
         if self._on_spawn is not None:
             self._on_spawn()  # e.g. one-time warm-up, hidden behind the CLI's own start-up
         try:
@@ -187,8 +229,11 @@ class TurnProcess:
         finally:
             if proc.returncode is None or self._stop_reason:
                 await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
-            else:  # exited by itself: still reap anything it left in its group
-                _signal_all(proc.pid, [p for p in descendants(proc.pid) if _alive(p)], signal.SIGKILL)
+            else:  # exited (or was killed): still reap what it left, by group and by the turn's tag
+                _signal_all(
+                    proc.pid, [p for p in descendants(proc.pid, self._tag) if _alive(p)], signal.SIGKILL
+                )
+            await asyncio.shield(release_reaper(reaper))
         return self._result(proc.returncode)
 
     def _result(self, exit_code: int | None) -> RunResult:

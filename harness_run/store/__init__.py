@@ -12,6 +12,7 @@ from harness_run.store._records import (
     SessionRecord,
     SessionStatus,
     SnapshotRef,
+    TurnLease,
     TurnRecord,
 )
 from harness_run.store.gcs import GcsStore
@@ -27,6 +28,7 @@ __all__ = [
     "SessionUpdate",
     "SnapshotRef",
     "SqliteStore",
+    "TurnLease",
     "TurnRecord",
     "open_store",
 ]

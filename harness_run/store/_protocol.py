@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from harness_run.events import AgentEvent
-from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
+from harness_run.store._records import EngineRecord, SessionRecord, TurnLease, TurnRecord
 
 __all__ = ["HistoryStore", "SessionUpdate"]
 
@@ -31,7 +31,11 @@ class HistoryStore(Protocol):
       ``seq > after_seq``;
     - ``reserve_turn`` succeeds once per ``(session, turn)`` across every client; ``holder`` is
       unique to the attempt (e.g. the turn id), which may repeat the call (a retried request);
-      any other holder gets ``SessionBusyError``;
+      any other holder gets ``SessionBusyError``. The reservation is a lease: ``renew_turn`` (by
+      its holder, while the turn runs) stamps it with the time, ``get_turn_lease`` reads holder
+      and stamp back (None: not reserved), so that another client can tell a turn whose owner died
+      (a stamp older than the owner's renewal period) from a running one. ``renew_turn`` by
+      another holder gets ``SessionBusyError``; on a turn nobody reserved it reserves it;
     - ``update_session`` is a read-modify-write that never loses a concurrent update;
     - ``delete_session`` removes a session's record, turns, events and reservations (its blobs
       stay: content-addressed, they may be shared; ``delete_blob`` removes one); unknown ids and
@@ -56,6 +60,10 @@ class HistoryStore(Protocol):
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]: ...
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None: ...
+
+    def renew_turn(self, session_id: str, turn: int, holder: str) -> None: ...
+
+    def get_turn_lease(self, session_id: str, turn: int) -> TurnLease | None: ...
 
     def put_turn(self, record: TurnRecord) -> None: ...
 

@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness_run.events import RunResult, StopReason
 
-__all__ = ["EngineRecord", "EngineRuntime", "SessionRecord", "SessionStatus", "SnapshotRef", "TurnRecord"]
+__all__ = [
+    "EngineRecord",
+    "EngineRuntime",
+    "SessionRecord",
+    "SessionStatus",
+    "SnapshotRef",
+    "TurnLease",
+    "TurnRecord",
+]
 
 EngineRuntime = Literal[
     "local",  # local.deploy(): host processes
@@ -99,3 +107,14 @@ class TurnRecord(_Record):
     steers: list[str] = Field(default_factory=list[str])
     snapshot: SnapshotRef | None = None
     """The checkpoint this turn saved (so deleting the session finds every blob it left)."""
+
+
+class TurnLease(_Record):
+    """Who holds a turn's reservation, and when they last said they are alive (``renew_turn``).
+
+    A lease not renewed for longer than the owner's renewal promise means its owner is gone."""
+
+    session_id: str
+    turn: int
+    holder: str
+    renewed_at: float

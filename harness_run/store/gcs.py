@@ -41,7 +41,7 @@ from harness_run.store._common import (
 )
 from harness_run.store._gcs_io import Conflict, GcsObjects
 from harness_run.store._protocol import SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
+from harness_run.store._records import EngineRecord, SessionRecord, TurnLease, TurnRecord
 
 __all__ = ["GcsStore"]
 
@@ -219,15 +219,42 @@ class GcsStore(GcsObjects):
         got = self._read(name)
         if got is None:  # deleted meanwhile; nothing deletes locks, so treat it as taken
             raise busy_error(session_id, turn)
+        if self._lease(name, session_id, turn, got[0]).holder != holder:
+            raise busy_error(session_id, turn)
+
+    def _lease(self, name: str, session_id: str, turn: int, data: bytes) -> TurnLease:
         try:
-            owner = json.loads(got[0])["holder"]
+            body = json.loads(data)
+            return TurnLease(
+                session_id=session_id, turn=turn, holder=str(body["holder"]), renewed_at=float(body["at"])
+            )
         except (ValueError, KeyError, TypeError):
             raise StoreError(
                 f"the turn reservation {self._where(name)} is corrupt; nothing was changed — "
                 "delete that object if no client is running that turn"
             ) from None
-        if owner != holder:
-            raise busy_error(session_id, turn)
+
+    def renew_turn(self, session_id: str, turn: int, holder: str) -> None:
+        name = self._session_name(session_id, "turns", f"{turn:06d}.lock")
+        for _ in range(_CAS_ATTEMPTS):
+            got = self._read(name)
+            if got is None:
+                self.reserve_turn(session_id, turn, holder)
+                return
+            if self._lease(name, session_id, turn, got[0]).holder != holder:
+                raise busy_error(session_id, turn)
+            body = json.dumps({"holder": holder, "at": time.time()}).encode()
+            try:
+                self._write(name, body, generation=got[1])
+                return
+            except Conflict:  # a retried write of our own, or a concurrent renewal: read again
+                continue
+        raise StoreError(f"cannot renew {self._where(name)}: it kept changing; try again", retryable=True)
+
+    def get_turn_lease(self, session_id: str, turn: int) -> TurnLease | None:
+        name = self._session_name(session_id, "turns", f"{turn:06d}.lock")
+        got = self._read(name)
+        return self._lease(name, session_id, turn, got[0]) if got is not None else None
 
     def put_turn(self, record: TurnRecord) -> None:
         name = self._session_name(record.session_id, "turns", f"{record.turn:06d}.json")

@@ -30,7 +30,7 @@ from harness_run.store._common import (
     merge_events,
 )
 from harness_run.store._protocol import SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
+from harness_run.store._records import EngineRecord, SessionRecord, TurnLease, TurnRecord
 
 __all__ = ["SqliteStore"]
 
@@ -266,6 +266,26 @@ class SqliteStore:
 
         if self._transaction(work, f"reserve turn {turn} of session {session_id}") != holder:
             raise busy_error(session_id, turn)
+
+    def renew_turn(self, session_id: str, turn: int, holder: str) -> None:
+        def work(db: sqlite3.Connection) -> int:
+            return db.execute(
+                "UPDATE turn_locks SET at=? WHERE session_id=? AND turn=? AND holder=?",
+                (time.time(), session_id, turn, holder),
+            ).rowcount
+
+        if not self._transaction(work, f"renew the lease on turn {turn} of session {session_id}"):
+            self.reserve_turn(session_id, turn, holder)  # not reserved yet, or another holder's
+
+    def get_turn_lease(self, session_id: str, turn: int) -> TurnLease | None:
+        rows = self._exec(
+            "SELECT holder, at FROM turn_locks WHERE session_id=? AND turn=?", (session_id, turn)
+        )
+        if not rows:
+            return None
+        return TurnLease(
+            session_id=session_id, turn=turn, holder=str(rows[0][0]), renewed_at=float(rows[0][1])
+        )
 
     def put_turn(self, record: TurnRecord) -> None:
         self._exec(

@@ -32,7 +32,14 @@ from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
 from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
 from harness_run.security import secret_values
 from harness_run.spec import AgentSpec, LocalSkill, TurnConfig
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnRecord
+from harness_run.store import (
+    EngineRecord,
+    HistoryStore,
+    SessionRecord,
+    SessionUpdate,
+    TurnLease,
+    TurnRecord,
+)
 from harness_run.worker._vertex import vertex_env
 
 __all__ = ["FLUSH_INTERVAL", "TurnState", "Worker", "WorkerStore", "image_spec"]
@@ -47,10 +54,14 @@ _TURN_MARKER = ".worker-turns"
 
 class WorkerStore:
     """The history store as the worker uses it: everything passes through, except that the local
-    engine's own engine record is not written (the deployer wrote the engine's record)."""
+    engine's own engine record is not written (the deployer wrote the engine's record), and that
+    the engine runs a turn under the reservation of the client that asked for it (the remote engine
+    reserved it before it sent the request): the worker renews that client's lease while it runs."""
 
     def __init__(self, inner: HistoryStore) -> None:
         self.inner = inner
+        self._adopted: dict[str, str] = {}
+        """The local engine's holder of a turn -> the client's holder it runs under."""
 
     def put_engine(self, record: EngineRecord) -> None:
         return None
@@ -77,7 +88,17 @@ class WorkerStore:
         return self.inner.list_sessions(engine)
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
-        self.inner.reserve_turn(session_id, turn, holder)
+        lease = self.inner.get_turn_lease(session_id, turn)
+        if lease is None:  # a request from a client that reserved nothing: reserve it here
+            self.inner.reserve_turn(session_id, turn, holder)
+        else:
+            self._adopted[holder] = lease.holder
+
+    def renew_turn(self, session_id: str, turn: int, holder: str) -> None:
+        self.inner.renew_turn(session_id, turn, self._adopted.get(holder, holder))
+
+    def get_turn_lease(self, session_id: str, turn: int) -> TurnLease | None:
+        return self.inner.get_turn_lease(session_id, turn)
 
     def put_turn(self, record: TurnRecord) -> None:
         self.inner.put_turn(record)
@@ -181,7 +202,10 @@ class Worker:
         return self.current is not None and not self.current.finished.is_set()
 
     def _engine(self) -> LocalEngine:
-        return LocalEngine(self.spec, workdir=self.workdir, store=self.store, turn_env=self._vertex_env)
+        # the client that reserved a turn (the remote engine) decides about turns left by the dead
+        return LocalEngine(
+            self.spec, workdir=self.workdir, store=self.store, turn_env=self._vertex_env, finish_orphans=False
+        )
 
     def _vertex_env(self, spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:
         """Claude Code's Vertex AI mode for a turn that brings no key of its own (pod settings)."""

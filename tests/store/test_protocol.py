@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -304,6 +305,29 @@ def test_reserve_turn_has_one_winner_per_turn(store: HistoryStore) -> None:
     )
     store.reserve_turn("s1", 2, "client-b")  # the next turn is free
     store.reserve_turn("s2", 1, "client-b")  # another session is independent
+
+
+def test_turn_reservation_is_a_lease_its_holder_renews(backend: Backend, store: HistoryStore) -> None:
+    assert store.get_turn_lease("s1", 1) is None
+    before = time.time()
+    store.reserve_turn("s1", 1, "client-a")
+    lease = store.get_turn_lease("s1", 1)
+    assert lease is not None
+    assert (lease.session_id, lease.turn, lease.holder) == ("s1", 1, "client-a")
+    assert before - 1 <= lease.renewed_at <= time.time() + 1
+    time.sleep(0.02)
+    store.renew_turn("s1", 1, "client-a")
+    renewed = store.get_turn_lease("s1", 1)
+    assert renewed is not None and renewed.holder == "client-a"
+    assert renewed.renewed_at > lease.renewed_at  # the heartbeat moved the stamp on
+    with pytest.raises(SessionBusyError):
+        store.renew_turn("s1", 1, "client-b")  # only the holder renews: no take-over
+    other = backend.open()  # another client reads the same lease
+    assert other.get_turn_lease("s1", 1) == renewed
+    other.renew_turn("s1", 2, "client-b")  # renewing a turn nobody reserved reserves it
+    with pytest.raises(SessionBusyError):
+        store.reserve_turn("s1", 2, "client-a")
+    assert store.get_turn_lease("s2", 1) is None
 
 
 def test_threads_racing_for_a_turn_one_wins(backend: Backend) -> None:

@@ -11,7 +11,7 @@ import os
 import shutil
 import tarfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._git import Delivery, deliver
+from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
 from harness_run.runtime.local._workspace import (
     SessionPaths,
     Workspaces,
@@ -97,7 +98,12 @@ def _warm_up() -> None:
 class LocalEngine(EngineBase):
     """An agent deployed on this machine (an :class:`~harness_run.runtime.Engine`): each turn is a
     harness CLI subprocess in a per-session workspace under ``workdir``; history in its store (the
-    workdir's SQLite store unless ``store`` is given; a given store is the caller's to close)."""
+    workdir's SQLite store unless ``store`` is given; a given store is the caller's to close).
+
+    Turns are exclusive across processes: each is reserved in the store before it starts and its
+    lease renewed while it runs; a turn left by a process that died is stored as ``interrupted``
+    when the session is next re-attached or sent to (``finish_orphans``; the worker leaves that to
+    the client that reserved its turns)."""
 
     def __init__(
         self,
@@ -109,6 +115,7 @@ class LocalEngine(EngineBase):
         codex_binary: str | None = None,
         opencode_binary: str | None = None,
         turn_env: TurnEnv | None = None,
+        finish_orphans: bool = True,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -122,6 +129,10 @@ class LocalEngine(EngineBase):
         self._workspaces = Workspaces(self.workdir)
         self._on_close: dict[str, tuple[AgentSpec, dict[str, str]]] = {}
         """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
+        self._lease = lease_seconds()
+        self._finish_orphans = finish_orphans
+        self._keepers: dict[str, LeaseKeeper] = {}
+        """This process's running turns: their lease holder -> the keeper renewing it."""
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
@@ -140,7 +151,11 @@ class LocalEngine(EngineBase):
         record = self._stored_session(session_id, f"in the store at {self.workdir}")
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
-        return self._adopt(record)
+        session = self._adopt(record)
+        finished = self._finish_orphan(session_id, session.spec)
+        if finished is not None:
+            session.refresh(finished)
+        return session
 
     def _delete_workspace(self, session_id: str) -> None:
         """The session's folder (workspace, harness home and native session files) goes."""
@@ -154,7 +169,57 @@ class LocalEngine(EngineBase):
 
     # --- turns --------------------------------------------------------------------------------
 
-    async def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
+    def _finish_orphan(self, session_id: str, spec: AgentSpec) -> SessionRecord | None:
+        """Finish the session's next turn if the process that reserved it is gone (see ``_lease``);
+        ``spec`` is the session's."""
+        if not self._finish_orphans:
+            return None
+        driver = get_driver(spec.harness)
+        paths = self._workspaces.paths(session_id)
+
+        def native_exists(native_id: str | None) -> bool:
+            probe = TurnContext(
+                spec=spec.model_copy(update={"checkpoint": False}),  # a look, no scrubbing
+                prompt="",
+                session_id=session_id,
+                turn=0,
+                workspace=paths.workspace,
+                home=paths.home,
+                env={},
+                resume=True,
+                native_session_id=native_id,
+            )
+            return bool(driver.native_files(probe))
+
+        return finish_orphan(
+            self.store, session_id, ttl=self._lease, own=self._keepers.keys(), native_exists=native_exists
+        )
+
+    def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
+        # Reserve synchronously (one winner across processes), so a second sender's send() raises
+        # SessionBusyError at once; a turn left by a dead process is finished first.
+        finished = self._finish_orphan(session.session_id, session.spec)
+        if finished is not None and finished.turns == run.turn:
+            session.refresh(finished)
+            run.turn = finished.turns + 1  # nothing of this run has been emitted yet
+        holder = new_holder()
+        self.store.reserve_turn(session.session_id, run.turn, holder)
+        keeper = LeaseKeeper(self.store, run, holder, period=min(2.0, self._lease / 4))
+        self._keepers[holder] = keeper
+        return self._turn(session, run, plan, holder)
+
+    async def _turn(self, session: Session, run: Run, plan: TurnPlan, holder: str) -> TurnOutcome:
+        keeper = self._keepers[holder]
+        try:
+            keeper.start()
+            return await self._turn_body(session, run, plan, keeper)
+        finally:
+            await keeper.stop()
+            self._keepers.pop(holder, None)
+
+    async def _turn_body(
+        self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper
+    ) -> TurnOutcome:
         spec, secrets = plan.spec, plan.secrets
         if self._turn_env is not None:
             secrets = {**secrets, **self._turn_env(spec, secrets)}
@@ -163,10 +228,13 @@ class LocalEngine(EngineBase):
 
         def emit(event: AgentEvent) -> None:
             run.emit(redact_event(event, forms))
+            if event.type == "started":  # store the harness's own session id at once
+                keeper.nudge()
 
         started = time.monotonic()
         record = session.record
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
+        await asyncio.to_thread(keeper.beat)  # the prompt is in the store before anything starts
         driver = get_driver(spec.harness)
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
