@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness_run.events import RunResult, StopReason
 
-__all__ = ["EngineRecord", "EngineRuntime", "SessionRecord", "SessionStatus", "SnapshotRef", "TurnRecord"]
+__all__ = [
+    "ApiKeyRecord",
+    "EngineRecord", "EngineRuntime", "SessionRecord", "SessionStatus", "SnapshotRef",
+    "TurnRecord",
+]
 
 EngineRuntime = Literal[
     "local",  # local.deploy(): host processes
@@ -93,3 +97,13 @@ class TurnRecord(_Record):
     secret_names: list[str] = Field(default_factory=list[str])
     result: RunResult | None = None
     steers: list[str] = Field(default_factory=list[str])
+
+
+class ApiKeyRecord(_Record):
+    """A server API key (``harness-run serve keys``): only its sha256 is kept, never the key."""
+
+    key_id: str
+    name: str
+    sha256: str
+    created_at: float
+    revoked_at: float | None = None

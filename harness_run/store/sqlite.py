@@ -29,7 +29,7 @@ from harness_run.store._common import (
     merge_events,
 )
 from harness_run.store._protocol import SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, TurnRecord
+from harness_run.store._records import ApiKeyRecord, EngineRecord, SessionRecord, TurnRecord
 
 __all__ = ["SqliteStore"]
 
@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS events (session_id TEXT, turn INTEGER, seq INTEGER, b
                                    PRIMARY KEY (session_id, turn, seq));
 CREATE TABLE IF NOT EXISTS turn_locks (session_id TEXT, turn INTEGER, holder TEXT, at REAL,
                                        PRIMARY KEY (session_id, turn));
+CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, created_at REAL, body TEXT);
 """
 _M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
@@ -188,6 +189,27 @@ class SqliteStore:
             else self._exec("SELECT id, body FROM sessions ORDER BY updated_at")
         )
         return [self._load(SessionRecord, body, f"session {sid}") for sid, body in rows]
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove a session with its turns and events (its blobs stay: they are shared by content)."""
+
+        def work(db: sqlite3.Connection) -> None:
+            for table, column in (("sessions", "id"), ("turns", "session_id"), ("events", "session_id"), ("turn_locks", "session_id")):
+                db.execute(f"DELETE FROM {table} WHERE {column}=?", (session_id,))  # noqa: S608
+
+        self._transaction(work, f"delete session {session_id}")
+
+    # --- server API keys (hashes only) ----------------------------------------------------------
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?)",
+            (record.key_id, record.created_at, record.model_dump_json()),
+        )
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        rows = self._exec("SELECT key_id, body FROM api_keys ORDER BY created_at")
+        return [self._load(ApiKeyRecord, body, f"API key {key_id}") for key_id, body in rows]
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
         def work(db: sqlite3.Connection) -> str:
