@@ -86,7 +86,7 @@ def cold_start(python: str, source: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--python", default=sys.executable, help="the interpreter of the throwaway venv")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
@@ -98,7 +98,9 @@ def main() -> None:
             print(f"{name:20} not installed in {args.python}")
             continue
         starts = [cold_start(args.python, source) for _ in range(args.runs)]
-        print(f"{name:20} {statistics.median(imports):18.3f} {statistics.median(starts):22.3f}  {FACTS[name]}")
+        print(
+            f"{name:20} {statistics.median(imports):18.3f} {statistics.median(starts):22.3f}  {FACTS[name]}"
+        )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ aliases over the same handlers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from aiohttp import web
 
@@ -22,8 +22,8 @@ from harness_run.runtime.http import (
     Health,
     Interrupted,
     SessionList,
-    SteerRequest,
     Steered,
+    SteerRequest,
     TurnList,
     TurnRequest,
     TurnStarted,
@@ -47,7 +47,10 @@ _OPEN = frozenset({"/healthz", "/openapi.json"})
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path not in _OPEN and check_key(request.app[KEYS], request.headers.get("Authorization")) is None:
+    if (
+        request.path not in _OPEN
+        and check_key(request.app[KEYS], request.headers.get("Authorization")) is None
+    ):
         return error(
             401,
             "unauthorized",
@@ -155,7 +158,9 @@ async def _start_turn(request: web.Request) -> web.StreamResponse:
     _state(request).started(session, run)
     wants_sse = "text/event-stream" in request.headers.get("Accept", "") or request.path.endswith("/prompt")
     if not wants_sse:
-        return json_response(TurnStarted(session_id=session.session_id, turn=run.turn, message_id=run.message_id))
+        return json_response(
+            TurnStarted(session_id=session.session_id, turn=run.turn, message_id=run.message_id)
+        )
     events = _state(request).events(session, (run.turn, -1), until_result=True)
     return await _stream(request, events)
 
@@ -180,7 +185,9 @@ async def _exec(request: web.Request) -> web.Response:
         body.command, secrets=body.secrets or None, timeout=body.timeout, max_output=body.max_output
     )
     return json_response(
-        ExecOutput(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr, truncated=result.truncated)
+        ExecOutput(
+            exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr, truncated=result.truncated
+        )
     )
 
 
@@ -198,7 +205,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
     return await _stream(request, _state(request).events(session, after))
 
 
-async def _stream(request: web.Request, events: AsyncIterator[AgentEvent | None]) -> web.StreamResponse:
+async def _stream(request: web.Request, events: AsyncGenerator[AgentEvent | None]) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     )
@@ -208,15 +215,15 @@ async def _stream(request: web.Request, events: AsyncIterator[AgentEvent | None]
             if event is None:
                 await response.write(b": keepalive\n\n")
                 continue
-            frame = f"id: {event_id(event.turn, event.seq)}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
-            await response.write(frame.encode())
+            head = f"id: {event_id(event.turn, event.seq)}\nevent: {event.type}\n"
+            await response.write(f"{head}data: {event.model_dump_json()}\n\n".encode())
         with contextlib.suppress(ConnectionResetError):
             await response.write_eof()
     except ConnectionResetError:
         pass  # the client went away; it resumes with Last-Event-ID
     finally:
         with contextlib.suppress(Exception):
-            await events.aclose()  # pyright: ignore[reportAttributeAccessIssue]
+            await events.aclose()
     return response
 
 

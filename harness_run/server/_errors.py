@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -23,7 +24,7 @@ __all__ = ["SECRETS", "error", "guard_errors", "json_response", "read_body"]
 
 log = logging.getLogger("harness_run.server")
 
-SECRETS = "harness_run_secrets"
+SECRETS: web.RequestKey[list[str]] = web.RequestKey("secrets", list[str])
 """The request's secret values (request[SECRETS]), redacted from whatever the request answers or logs."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -51,12 +52,12 @@ async def read_body[M: BaseModel](request: web.Request, model: type[M]) -> M:
     try:
         data: object = await request.json() if request.can_read_body else {}
     except (ValueError, UnicodeDecodeError):
-        raise _Invalid(None, "the body is not JSON; send a JSON object (Content-Type: application/json)") from None
-    if isinstance(data, dict):
-        secrets: object = data.get("secrets")  # pyright: ignore[reportUnknownMemberType]
-        if isinstance(secrets, dict):
-            values = [v for v in secrets.values() if isinstance(v, str)]  # pyright: ignore[reportUnknownVariableType]
-            request[SECRETS] = values
+        raise _Invalid(
+            None, "the body is not JSON; send a JSON object (Content-Type: application/json)"
+        ) from None
+    secrets = cast("dict[str, object]", data).get("secrets") if isinstance(data, dict) else None
+    if isinstance(secrets, dict):
+        request[SECRETS] = [v for v in cast("dict[str, object]", secrets).values() if isinstance(v, str)]
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -18,8 +18,8 @@ from harness_run.runtime.http import (
     Health,
     Interrupted,
     SessionList,
-    SteerRequest,
     Steered,
+    SteerRequest,
     TurnList,
     TurnRequest,
     TurnStarted,
@@ -44,11 +44,32 @@ _OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] |
     ("get", "/v1/sessions/{session_id}", "A session's record, live status", None, SessionRecord, 200),
     ("delete", "/v1/sessions/{session_id}", "Delete a session and its history", None, _NONE, 204),
     ("get", "/v1/sessions/{session_id}/history", "The session's finished turns", None, TurnList, 200),
-    ("post", "/v1/sessions/{session_id}/turns", "Start the next turn (SSE with Accept)", TurnRequest, TurnStarted, 200),
+    (
+        "post",
+        "/v1/sessions/{session_id}/turns",
+        "Start the next turn (SSE with Accept)",
+        TurnRequest,
+        TurnStarted,
+        200,
+    ),
     ("get", "/v1/sessions/{session_id}/events", "The session's events, replayed then live", None, _SSE, 200),
-    ("post", "/v1/sessions/{session_id}/steer", "Add a message to the running turn", SteerRequest, Steered, 200),
+    (
+        "post",
+        "/v1/sessions/{session_id}/steer",
+        "Add a message to the running turn",
+        SteerRequest,
+        Steered,
+        200,
+    ),
     ("post", "/v1/sessions/{session_id}/interrupt", "Stop the running turn", None, Interrupted, 200),
-    ("post", "/v1/sessions/{session_id}/exec", "Run a command in the workspace", ExecRequest, ExecOutput, 200),
+    (
+        "post",
+        "/v1/sessions/{session_id}/exec",
+        "Run a command in the workspace",
+        ExecRequest,
+        ExecOutput,
+        200,
+    ),
     ("post", "/v1/workspaces", "HarnessBox: start a session", WorkspaceRequest, SessionRecord, 201),
     ("get", "/v1/workspaces", "HarnessBox: list sessions", None, SessionList, 200),
     ("delete", "/v1/workspaces/{session_id}", "HarnessBox: delete a session", None, _NONE, 204),
@@ -56,8 +77,9 @@ _OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] |
     ("get", "/v1/workspaces/{session_id}/events", "HarnessBox: the event stream", None, _SSE, 200),
 ]
 
-_MODELS: tuple[type[BaseModel], ...] = (ErrorBody,) + tuple(
-    {m for _, _, _, req, res, _ in _OPERATIONS for m in (req, res) if isinstance(m, type)}
+_MODELS: tuple[type[BaseModel], ...] = (
+    ErrorBody,
+    *{m for _, _, _, req, res, _ in _OPERATIONS for m in (req, res) if isinstance(m, type)},
 )
 
 
@@ -88,11 +110,18 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
 
 
 def _operation(
-    method: str, path: str, summary: str, request: type[BaseModel] | None, response: type[BaseModel] | str, status: int
+    method: str,
+    path: str,
+    summary: str,
+    request: type[BaseModel] | None,
+    response: type[BaseModel] | str,
+    status: int,
 ) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "operationId": f"{method}_{path.strip('/').replace('/', '_')}"}
     params = [p.strip("{}") for p in path.split("/") if p.startswith("{")]
-    op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
+    op["parameters"] = [
+        {"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params
+    ]
     if path.endswith("/events"):
         op["parameters"] += [
             {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
@@ -101,7 +130,10 @@ def _operation(
     if request is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
     if response == _SSE:
-        ok: dict[str, Any] = {"description": "server-sent events", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+        ok: dict[str, Any] = {
+            "description": "server-sent events",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
     elif isinstance(response, str):
         ok = {"description": "done"}
     else:

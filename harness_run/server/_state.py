@@ -8,8 +8,9 @@ in the store, so sessions made by another process, or before a restart, are serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from harness_run.errors import SessionNotFoundError, UsageError
@@ -58,7 +59,9 @@ class ServerState:
             raise UsageError(f"name the engine: this server serves {sorted(self.engines)}")
         engine = self.engines.get(name)
         if engine is None:
-            raise SessionNotFoundError(f"no engine {name!r} here; GET /v1/engines lists {sorted(self.engines)}")
+            raise SessionNotFoundError(
+                f"no engine {name!r} here; GET /v1/engines lists {sorted(self.engines)}"
+            )
         return engine
 
     def session(self, session_id: str) -> Session:
@@ -71,7 +74,11 @@ class ServerState:
     def live_record(self, session: Session) -> SessionRecord:
         """The session's record with its live status (``running`` while a turn runs here)."""
         record = session.record
-        return record.model_copy(update={"status": session.status}) if session.status != record.status else record
+        return (
+            record.model_copy(update={"status": session.status})
+            if session.status != record.status
+            else record
+        )
 
     def started(self, session: Session, run: Run) -> None:
         """Tell the session's streams a turn began; keep the turn's failure from going unseen."""
@@ -89,7 +96,7 @@ class ServerState:
 
     async def events(
         self, session: Session, after: tuple[int, int], *, until_result: bool = False
-    ) -> AsyncIterator[AgentEvent | None]:
+    ) -> AsyncGenerator[AgentEvent | None]:
         """The session's events after the ``(turn, seq)`` cursor: stored ones, then live ones as they
         come, in order, each once; None when nothing came for :data:`POLL` seconds (a keep-alive).
         ``until_result``: end after the first result event."""
@@ -108,6 +115,8 @@ class ServerState:
                 async for event in run:
                     if (event.turn, event.seq) > cursor:
                         cursor = (event.turn, event.seq)
+                        if isinstance(event, ResultEvent):  # served once the session has applied it
+                            await asyncio.wait({asyncio.ensure_future(_settled(run))})
                         yield event
                         if until_result and isinstance(event, ResultEvent):
                             return
@@ -117,6 +126,12 @@ class ServerState:
                 await asyncio.wait_for(waiter.wait(), POLL)
             except TimeoutError:
                 yield None
+
+
+async def _settled(run: Run) -> None:
+    """Wait until ``run``'s session has applied its outcome (whatever the turn's end)."""
+    with contextlib.suppress(BaseException):
+        await asyncio.shield(run.wait())
 
 
 def _ahead(run: Run, cursor: tuple[int, int]) -> bool:

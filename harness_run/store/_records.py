@@ -19,7 +19,11 @@ from harness_run.events import RunResult, StopReason
 
 __all__ = [
     "ApiKeyRecord",
-    "EngineRecord", "EngineRuntime", "SessionRecord", "SessionStatus", "SnapshotRef",
+    "EngineRecord",
+    "EngineRuntime",
+    "SessionRecord",
+    "SessionStatus",
+    "SnapshotRef",
     "TurnRecord",
 ]
 

@@ -194,8 +194,13 @@ class SqliteStore:
         """Remove a session with its turns and events (its blobs stay: they are shared by content)."""
 
         def work(db: sqlite3.Connection) -> None:
-            for table, column in (("sessions", "id"), ("turns", "session_id"), ("events", "session_id"), ("turn_locks", "session_id")):
-                db.execute(f"DELETE FROM {table} WHERE {column}=?", (session_id,))  # noqa: S608
+            for table, column in (
+                ("sessions", "id"),
+                ("turns", "session_id"),
+                ("events", "session_id"),
+                ("turn_locks", "session_id"),
+            ):
+                db.execute(f"DELETE FROM {table} WHERE {column}=?", (session_id,))
 
         self._transaction(work, f"delete session {session_id}")
 

@@ -21,9 +21,9 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.http._wire import Wire
-from harness_run.vocab.envrules import PROVIDER_VARIABLES
 from harness_run.spec import AgentSpec, SessionConfig
-from harness_run.store import EngineRecord, SessionRecord, SessionUpdate, TurnRecord
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnRecord
+from harness_run.vocab.envrules import PROVIDER_VARIABLES
 
 __all__ = ["HttpEngine", "ServerStore", "connect"]
 
@@ -61,7 +61,7 @@ class HttpEngine(EngineBase):
         self.record = record
         self.spec = AgentSpec.from_dict(record.spec)
         self.version = record.version
-        self.store = ServerStore(wire)
+        self.store: HistoryStore = ServerStore(wire)
 
     @property
     def name(self) -> str:
@@ -79,7 +79,9 @@ class HttpEngine(EngineBase):
         if config is not None and not isinstance(config, SessionConfig):
             config = SessionConfig.from_dict(dict(config))
         body = {"config": config.to_dict() if config else None, "session_id": session_id}
-        record = SessionRecord.model_validate(self.wire.call("POST", f"/v1/engines/{self.name}/sessions", body))
+        record = SessionRecord.model_validate(
+            self.wire.call("POST", f"/v1/engines/{self.name}/sessions", body)
+        )
         session = Session(self, record, config)
         self._sessions[record.session_id] = session
         return session
@@ -115,9 +117,6 @@ class HttpEngine(EngineBase):
         self._check_open()
         answer = self.wire.call("GET", f"/v1/engines/{self.name}/versions")
         return [EngineRecord.model_validate(e) for e in answer["engines"]]
-
-    async def _release(self) -> None:
-        await self.wire.close()
 
     # --- turns (TurnBackend) ------------------------------------------------------------------------
 
@@ -163,7 +162,9 @@ class HttpEngine(EngineBase):
             return TurnOutcome(run.result or cancelled, await self._record(session), cancelled=True)
         except HarnessRunError as exc:
             if run.result is None:
-                result = RunResult(is_error=True, stop_reason="error", error=str(exc), session_id=run.session_id)
+                result = RunResult(
+                    is_error=True, stop_reason="error", error=str(exc), session_id=run.session_id
+                )
                 run.emit(ResultEvent(result=result))
         if run.result is None:
             error = f"the server at {self.wire.base_url} ended the event stream before the result"
@@ -201,7 +202,9 @@ class HttpEngine(EngineBase):
         max_output: int = DEFAULT_EXEC_OUTPUT,
     ) -> ExecResult:
         body = {"command": command, "secrets": secrets, "timeout": timeout, "max_output": max_output}
-        answer = await self.wire.acall("POST", f"/v1/sessions/{session.session_id}/exec", body, timeout=timeout + 30)
+        answer = await self.wire.acall(
+            "POST", f"/v1/sessions/{session.session_id}/exec", body, timeout=timeout + 30
+        )
         return ExecResult(
             exit_code=int(answer["exit_code"]),
             stdout=str(answer["stdout"]),
@@ -269,7 +272,9 @@ class ServerStore:
     def append_events(self, session_id: str, turn: int, events: Sequence[AgentEvent]) -> None:
         raise self._refuse()
 
-    def read_events(self, session_id: str, turn: int | None = None, *, after_seq: int = -1) -> list[AgentEvent]:
+    def read_events(
+        self, session_id: str, turn: int | None = None, *, after_seq: int = -1
+    ) -> list[AgentEvent]:
         answer = self.wire.call("GET", f"/v1/sessions/{session_id}/events?format=json")
         events = [parse_event(e) for e in answer["events"]]
         return [e for e in events if (turn is None or e.turn == turn) and e.seq > after_seq]

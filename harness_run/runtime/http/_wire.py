@@ -38,15 +38,18 @@ class Wire:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        self._http: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:
         return f"Wire({self.base_url!r})"
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+    def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Any:
         """One JSON request; the answer's JSON (None for 204), or the error it stands for."""
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers=self._headers)
+        request = urllib.request.Request(
+            f"{self.base_url}{path}", data=data, method=method, headers=self._headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as answer:
                 text = answer.read().decode()
@@ -92,7 +95,10 @@ class Wire:
         while True:
             headers = {**self._headers, "Accept": "text/event-stream", "Last-Event-ID": last}
             try:
-                async with self._session().get(f"{self.base_url}{path}", headers=headers, timeout=timeout) as answer:
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.get(f"{self.base_url}{path}", headers=headers, timeout=timeout) as answer,
+                ):
                     if answer.status != 200:
                         raise self.error(answer.status, await answer.text())
                     deadline = None
@@ -110,18 +116,6 @@ class Wire:
                         retryable=True,
                     ) from None
             await asyncio.sleep(0.2)
-
-    def _session(self) -> aiohttp.ClientSession:
-        if self._http is None or self._http.closed:
-            import aiohttp
-
-            self._http = aiohttp.ClientSession()
-        return self._http
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
 
 
 async def _sse(stream: aiohttp.StreamReader) -> AsyncIterator[tuple[str | None, str]]:
