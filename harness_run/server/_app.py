@@ -115,7 +115,8 @@ async def _create_workspace(request: web.Request) -> web.Response:
 
 def _start_session(request: web.Request, name: str | None, body: CreateSession) -> web.Response:
     state = _state(request)
-    session = state.engine(name).start_session(body.config, session_id=body.session_id)
+    sid = str(body.session_id) if body.session_id is not None else None
+    session = state.engine(name).start_session(body.config, session_id=sid)
     return json_response(state.live_record(session), status=201)
 
 

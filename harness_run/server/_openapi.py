@@ -141,8 +141,10 @@ def _operation(
     errors = {"content": {"application/json": {"schema": _ref(ErrorBody)}}}
     op["responses"] = {
         str(status): ok,
+        "400": {"description": "a request that cannot be carried out as asked", **errors},
         "401": {"description": "no, a wrong or a revoked API key", **errors},
         "404": {"description": "unknown engine or session", **errors},
+        "409": {"description": "the session is running a turn", **errors},
         "422": {"description": "the body does not validate (field named)", **errors},
     }
     if path == "/healthz":

@@ -13,6 +13,7 @@ Server-sent events carry one :data:`~harness_run.events.AgentEvent` each: ``id: 
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,7 +60,7 @@ class ErrorBody(_Body):
 class CreateSession(_Body):
     config: dict[str, Any] | None = None
     """A ``SessionConfig`` as a dict: overlays the spec for every turn of the session."""
-    session_id: str | None = None
+    session_id: UUID | None = None
     """A UUID of your choosing (default: a new one)."""
 
 
