@@ -1,6 +1,6 @@
 """One scenario, two engines: a local engine in process and the same spec through `harness-run
 serve` (``harness_run.connect``). Sessions and runs must behave the same: await, async-iterate,
-poll, send, history, get_session from a second client, interrupt."""
+poll, send, history, get_session from a second client, exec, interrupt."""
 
 from __future__ import annotations
 
@@ -79,6 +79,9 @@ async def test_a_session_behaves_the_same_locally_and_through_the_server(
     assert again.record.turns == 2 and again.last_result is not None
     assert again.last_result.text == "second answer"
     assert session.session_id in [r.session_id for r in other.list_sessions()]
+    made = await session.exec("echo $((6*7)) > answer.txt && cat answer.txt")
+    assert (made.exit_code, made.stdout) == (0, "42\n")
+    assert (await again.exec("cat answer.txt")).stdout == "42\n"  # the same workspace
 
     long = session.send("run the long command", secrets=secrets)
     async for event in long:  # until the long command is under way
