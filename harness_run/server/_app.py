@@ -155,7 +155,8 @@ async def _start_turn(request: web.Request) -> web.StreamResponse:
     ``text/event-stream`` (always for the HarnessBox ``prompt`` path)."""
     body = await read_body(request, TurnRequest)
     session = _session(request)
-    run = session.send(body.prompt, secrets=body.secrets, config=body.config, message_id=body.message_id)
+    # a new turn (409 while one runs: steer it with /steer); a retried message_id returns its turn
+    run = session.run(body.prompt, secrets=body.secrets, config=body.config, message_id=body.message_id)
     _state(request).started(session, run)
     wants_sse = "text/event-stream" in request.headers.get("Accept", "") or request.path.endswith("/prompt")
     if not wants_sse:
