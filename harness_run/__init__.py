@@ -32,6 +32,7 @@ from harness_run.vocab.version import __version__
 if TYPE_CHECKING:
     from harness_run.events import RunResult
     from harness_run.runtime import Engine, Run, Session
+    from harness_run.runtime.http import connect
 
 # the definition
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
 __all__ += ["SessionConfig", "TurnConfig"]
 # Engine -> Session -> Run (imported on first use)
 __all__ += ["Engine", "Run", "RunResult", "Session"]
+# a team server's engines (harness-run serve)
+__all__ += ["connect"]
 # errors
 __all__ += ["HarnessRunError", "InfrastructureError", "RunError", "SpecError", "UsageError"]
 __all__ += ["__version__"]
@@ -58,6 +61,7 @@ _LAZY = {
     "Run": "harness_run.runtime",
     "Session": "harness_run.runtime",
     "RunResult": "harness_run.events",
+    "connect": "harness_run.runtime.http",
 }
 
 

@@ -7,6 +7,7 @@ stays light.
 from harness_run.store._open import open_store
 from harness_run.store._protocol import HistoryStore, SessionUpdate
 from harness_run.store._records import (
+    ApiKeyRecord,
     EngineRecord,
     EngineRuntime,
     SessionRecord,
@@ -19,6 +20,7 @@ from harness_run.store.gcs import GcsStore
 from harness_run.store.sqlite import SqliteStore
 
 __all__ = [
+    "ApiKeyRecord",
     "EngineRecord",
     "EngineRuntime",
     "GcsStore",

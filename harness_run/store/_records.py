@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness_run.events import RunResult, StopReason
 
 __all__ = [
+    "ApiKeyRecord",
     "EngineRecord",
     "EngineRuntime",
     "SessionRecord",
@@ -118,3 +119,13 @@ class TurnLease(_Record):
     turn: int
     holder: str
     renewed_at: float
+
+
+class ApiKeyRecord(_Record):
+    """A server API key (``harness-run serve keys``): only its sha256 is kept, never the key."""
+
+    key_id: str
+    name: str
+    sha256: str
+    created_at: float
+    revoked_at: float | None = None

@@ -30,7 +30,7 @@ from harness_run.store._common import (
     merge_events,
 )
 from harness_run.store._protocol import SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, TurnLease, TurnRecord
+from harness_run.store._records import ApiKeyRecord, EngineRecord, SessionRecord, TurnLease, TurnRecord
 
 __all__ = ["SqliteStore"]
 
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS events (session_id TEXT, turn INTEGER, seq INTEGER, b
                                    PRIMARY KEY (session_id, turn, seq));
 CREATE TABLE IF NOT EXISTS turn_locks (session_id TEXT, turn INTEGER, holder TEXT, at REAL,
                                        PRIMARY KEY (session_id, turn));
+CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, created_at REAL, body TEXT);
 """
 _CORE_TABLES = frozenset({"engines", "sessions", "turns", "events"})
 _M = TypeVar("_M", bound=BaseModel)
@@ -253,6 +254,32 @@ class SqliteStore:
         )
         return [self._load(SessionRecord, body, f"session {sid}") for sid, body in rows]
 
+    def delete_session(self, session_id: str) -> None:
+        """Remove a session with its turns and events (its blobs stay: they are shared by content)."""
+
+        def work(db: sqlite3.Connection) -> None:
+            for table, column in (
+                ("sessions", "id"),
+                ("turns", "session_id"),
+                ("events", "session_id"),
+                ("turn_locks", "session_id"),
+            ):
+                db.execute(f"DELETE FROM {table} WHERE {column}=?", (session_id,))
+
+        self._transaction(work, f"delete session {session_id}")
+
+    # --- server API keys (hashes only) ----------------------------------------------------------
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?)",
+            (record.key_id, record.created_at, record.model_dump_json()),
+        )
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        rows = self._exec("SELECT key_id, body FROM api_keys ORDER BY created_at")
+        return [self._load(ApiKeyRecord, body, f"API key {key_id}") for key_id, body in rows]
+
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
         def work(db: sqlite3.Connection) -> str:
             db.execute(
@@ -296,15 +323,6 @@ class SqliteStore:
     def list_turns(self, session_id: str) -> list[TurnRecord]:
         rows = self._exec("SELECT turn, body FROM turns WHERE session_id=? ORDER BY turn", (session_id,))
         return [self._load(TurnRecord, body, f"turn {turn} of session {session_id}") for turn, body in rows]
-
-    def delete_session(self, session_id: str) -> None:
-        def work(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM sessions WHERE id=?", (session_id,))
-            db.execute("DELETE FROM turns WHERE session_id=?", (session_id,))
-            db.execute("DELETE FROM events WHERE session_id=?", (session_id,))
-            db.execute("DELETE FROM turn_locks WHERE session_id=?", (session_id,))
-
-        self._transaction(work, f"delete session {session_id}")
 
     # --- events --------------------------------------------------------------------------------
 

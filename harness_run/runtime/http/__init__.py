@@ -1,0 +1,49 @@
+"""Engines served by ``harness-run serve``: the thin client (:func:`connect` -> :class:`HttpEngine`)
+and the server's wire models, which the server (``harness_run.server``) imports from here.
+
+aiohttp is imported when an event stream is opened, not by importing this package.
+"""
+
+from harness_run.runtime.http._engine import HttpEngine, ServerStore, connect
+from harness_run.runtime.http._protocol import (
+    CreateSession,
+    EngineList,
+    ErrorBody,
+    ExecOutput,
+    ExecRequest,
+    Health,
+    Interrupted,
+    SessionList,
+    Steered,
+    SteerRequest,
+    TurnList,
+    TurnRequest,
+    TurnStarted,
+    WorkspaceRequest,
+    event_id,
+    parse_event_id,
+)
+from harness_run.runtime.http._wire import Wire
+
+__all__ = [
+    "CreateSession",
+    "EngineList",
+    "ErrorBody",
+    "ExecOutput",
+    "ExecRequest",
+    "Health",
+    "HttpEngine",
+    "Interrupted",
+    "ServerStore",
+    "SessionList",
+    "SteerRequest",
+    "Steered",
+    "TurnList",
+    "TurnRequest",
+    "TurnStarted",
+    "Wire",
+    "WorkspaceRequest",
+    "connect",
+    "event_id",
+    "parse_event_id",
+]

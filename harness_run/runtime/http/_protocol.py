@@ -1,0 +1,142 @@
+"""The team server's wire protocol (``harness-run serve``): JSON bodies as pydantic v2 models.
+
+The server (``harness_run.server``) and its thin client (:class:`HttpEngine`) share these models;
+the OpenAPI document is generated from them. Every route but ``GET /healthz`` and
+``GET /openapi.json`` needs ``Authorization: Bearer <api key>``. Errors are :class:`ErrorBody`:
+401 no or a wrong key, 404 unknown engine or session, 409 a turn is running, 422 a body or config
+that does not validate (``field`` names it).
+
+Server-sent events carry one :data:`~harness_run.events.AgentEvent` each: ``id: <turn>:<seq>``,
+``event: <type>``, ``data: <the event's JSON>``; resume with ``Last-Event-ID`` or ``?after=``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness_run.store import EngineRecord, SessionRecord, TurnRecord
+
+__all__ = [
+    "CreateSession",
+    "EngineList",
+    "ErrorBody",
+    "ExecOutput",
+    "ExecRequest",
+    "Health",
+    "Interrupted",
+    "SessionList",
+    "SteerRequest",
+    "Steered",
+    "TurnList",
+    "TurnRequest",
+    "TurnStarted",
+    "WorkspaceRequest",
+    "event_id",
+    "parse_event_id",
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class Health(_Body):
+    status: str = "ok"
+    version: str
+    engines: list[str]
+
+
+class ErrorBody(_Body):
+    error: str
+    """``unauthorized``, ``not_found``, ``invalid``, ``session_busy``, ``bad_request``, ``internal``."""
+    message: str
+    field: str | None = None
+    """The request field that did not validate (422)."""
+
+
+class CreateSession(_Body):
+    config: dict[str, Any] | None = None
+    """A ``SessionConfig`` as a dict: overlays the spec for every turn of the session."""
+    session_id: UUID | None = None
+    """A UUID of your choosing (default: a new one)."""
+
+
+class WorkspaceRequest(CreateSession):
+    """HarnessBox's ``POST /v1/workspaces``: a session of ``engine`` (optional when one is served)."""
+
+    engine: str | None = None
+
+
+class TurnRequest(_Body):
+    prompt: str = Field(min_length=1)
+    secrets: dict[str, str] = Field(default_factory=dict[str, str])
+    """This run's secret values by name: used for the turn, never stored or logged."""
+    config: dict[str, Any] | None = None
+    """A ``TurnConfig`` as a dict, for this turn only."""
+    message_id: str | None = None
+    """Identifies the prompt: a retried id returns that turn instead of starting another."""
+
+
+class TurnStarted(_Body):
+    session_id: str
+    turn: int
+    message_id: str
+
+
+class SteerRequest(_Body):
+    text: str = Field(min_length=1)
+    message_id: str | None = None
+
+
+class Steered(_Body):
+    delivered: bool
+
+
+class Interrupted(_Body):
+    interrupted: bool
+
+
+class ExecRequest(_Body):
+    command: str = Field(min_length=1)
+    secrets: dict[str, str] = Field(default_factory=dict[str, str])
+    timeout: float = Field(default=120.0, gt=0)
+    max_output: int = Field(default=1024 * 1024, ge=0)
+
+
+class ExecOutput(_Body):
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool = False
+
+
+class SessionList(_Body):
+    sessions: list[SessionRecord]
+
+
+class EngineList(_Body):
+    engines: list[EngineRecord]
+
+
+class TurnList(_Body):
+    turns: list[TurnRecord]
+
+
+def event_id(turn: int, seq: int) -> str:
+    """The SSE id of an event: ``<turn>:<seq>``, ordered by (turn, seq) within a session."""
+    return f"{turn}:{seq}"
+
+
+def parse_event_id(raw: str | None) -> tuple[int, int]:
+    """The (turn, seq) cursor of an SSE id (``"-1"``, ``""`` or None: before everything).
+    Raises ValueError for anything else."""
+    text = (raw or "").strip()
+    if text in ("", "-1"):
+        return (0, -1)
+    turn, sep, seq = text.partition(":")
+    if not sep:
+        return (int(turn), 1 << 62)  # "<turn>": after that whole turn
+    return (int(turn), int(seq))

@@ -1,0 +1,26 @@
+"""``harness-run serve``: the team server, an HTTP + SSE API over the library's own Engine/Session/Run.
+
+aiohttp (the in-image worker's framework too) is imported with this package: import it only to serve.
+The wire models and the client live in :mod:`harness_run.runtime.http`.
+"""
+
+from harness_run.server._app import ROUTES, make_app
+from harness_run.server._keys import KeyStore, check_key, create_key, key_store, list_keys, revoke_key
+from harness_run.server._openapi import openapi_document
+from harness_run.server._serve import open_server_store, serve
+from harness_run.server._state import ServerState
+
+__all__ = [
+    "ROUTES",
+    "KeyStore",
+    "ServerState",
+    "check_key",
+    "create_key",
+    "key_store",
+    "list_keys",
+    "make_app",
+    "open_server_store",
+    "openapi_document",
+    "revoke_key",
+    "serve",
+]

@@ -1,0 +1,85 @@
+"""Server API keys: ``hrk_<key id>_<secret>``; the store keeps the key id and the key's sha256 only.
+
+Checking a key looks its id up and compares the hash in constant time, so a wrong key and an
+unknown one take the same path and neither the key nor its hash ever appears in a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from typing import Protocol, cast, runtime_checkable
+
+from harness_run.errors import UsageError
+from harness_run.store import ApiKeyRecord, HistoryStore
+
+__all__ = ["KeyStore", "check_key", "create_key", "key_store", "list_keys", "revoke_key"]
+
+_PREFIX = "hrk"
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """The part of a history store that keeps API keys (the SQLite store has it)."""
+
+    def put_api_key(self, record: ApiKeyRecord) -> None: ...
+
+    def list_api_keys(self) -> list[ApiKeyRecord]: ...
+
+
+def key_store(store: HistoryStore) -> KeyStore:
+    """``store`` as a key store, or a UsageError saying which store to use."""
+    if not isinstance(store, KeyStore):
+        raise UsageError(
+            f"{store!r} cannot keep server API keys yet; serve from the local SQLite store "
+            "(harness-run serve --store PATH) for now"
+        )
+    return cast(KeyStore, store)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(store: KeyStore, name: str) -> tuple[ApiKeyRecord, str]:
+    """A new key named ``name``: its record (stored) and the key itself (shown once, never stored)."""
+    if not name.strip():
+        raise UsageError("an API key needs a name (--name), e.g. the person or client using it")
+    key_id = secrets.token_hex(4)
+    key = f"{_PREFIX}_{key_id}_{secrets.token_urlsafe(24)}"
+    record = ApiKeyRecord(key_id=key_id, name=name.strip(), sha256=_digest(key), created_at=time.time())
+    store.put_api_key(record)
+    return record, key
+
+
+def list_keys(store: KeyStore) -> list[ApiKeyRecord]:
+    return store.list_api_keys()
+
+
+def revoke_key(store: KeyStore, key_id: str) -> ApiKeyRecord:
+    """Revoke the key with this id (from ``keys list``); its requests get 401 from now on."""
+    for record in store.list_api_keys():
+        if record.key_id == key_id:
+            if record.revoked_at is None:
+                record = record.model_copy(update={"revoked_at": time.time()})
+                store.put_api_key(record)
+            return record
+    raise UsageError(f"no API key with id {key_id!r}; list them with `harness-run serve keys list`")
+
+
+def check_key(store: KeyStore, header: str | None) -> ApiKeyRecord | None:
+    """The live key record an ``Authorization: Bearer <key>`` header names, else None."""
+    scheme, _, key = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not key.startswith(f"{_PREFIX}_"):
+        return None
+    key_id = key.split("_")[1] if key.count("_") >= 2 else ""
+    digest = _digest(key.strip())
+    found: ApiKeyRecord | None = None
+    for record in store.list_api_keys():
+        if record.key_id == key_id and hmac.compare_digest(record.sha256, digest):
+            found = record
+    if found is None or found.revoked_at is not None:
+        return None
+    return found

@@ -1,0 +1,141 @@
+"""What a server holds: the store, one engine per served name, and turn-start notices for streams.
+
+Engines are the library's own (:class:`~harness_run.runtime.local.LocalEngine` over the server's
+store), so a turn through the server is the same code as a turn in process. A session is looked up
+in the store, so sessions made by another process, or before a restart, are served too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from pathlib import Path
+
+from harness_run.errors import SessionNotFoundError, UsageError
+from harness_run.events import AgentEvent, ResultEvent
+from harness_run.runtime import Engine, Run, Session
+from harness_run.runtime.local import LocalEngine
+from harness_run.spec import AgentSpec
+from harness_run.store import HistoryStore, SessionRecord
+
+__all__ = ["ServerState"]
+
+log = logging.getLogger("harness_run.server")
+
+POLL = 1.0
+"""Seconds between store reads while a stream waits for a turn (turns of other processes)."""
+
+
+class ServerState:
+    """The engines served from ``store`` (every local engine recorded there, plus ``specs``)."""
+
+    def __init__(self, store: HistoryStore, workdir: Path, specs: list[AgentSpec]) -> None:
+        self.store = store
+        self.workdir = workdir
+        chosen = {record.name: record for record in store.list_engines()}  # the newest of each name
+        given = {spec.name: spec for spec in specs}
+        self.engines: dict[str, Engine] = {}
+        for name, record in chosen.items():
+            if name in given:
+                continue
+            if record.runtime != "local":
+                log.info("not serving engine %s (runtime %s) yet", name, record.runtime)
+                continue
+            self.engines[name] = self._local(AgentSpec.from_dict(record.spec))
+        for name, spec in given.items():
+            self.engines[name] = self._local(spec)
+        self._turn_started: dict[str, asyncio.Event] = {}
+
+    def _local(self, spec: AgentSpec) -> Engine:
+        return LocalEngine(spec, workdir=self.workdir, store=self.store)
+
+    def engine(self, name: str | None) -> Engine:
+        """The engine served as ``name`` (None: the only one), else SessionNotFoundError (404)."""
+        if name is None:
+            if len(self.engines) == 1:
+                return next(iter(self.engines.values()))
+            raise UsageError(f"name the engine: this server serves {sorted(self.engines)}")
+        engine = self.engines.get(name)
+        if engine is None:
+            raise SessionNotFoundError(
+                f"no engine {name!r} here; GET /v1/engines lists {sorted(self.engines)}"
+            )
+        return engine
+
+    def session(self, session_id: str) -> Session:
+        """The session by id (any served engine's), else SessionNotFoundError (404)."""
+        record = self.store.get_session(session_id)
+        if record is None or record.engine not in self.engines:
+            raise SessionNotFoundError(f"no session {session_id!r} here; GET /v1/sessions lists them")
+        return self.engines[record.engine].get_session(session_id)
+
+    def live_record(self, session: Session) -> SessionRecord:
+        """The session's record with its live status (``running`` while a turn runs here)."""
+        record = session.record
+        return (
+            record.model_copy(update={"status": session.status})
+            if session.status != record.status
+            else record
+        )
+
+    def started(self, session: Session, run: Run) -> None:
+        """Tell the session's streams a turn began; keep the turn's failure from going unseen."""
+        run_task = asyncio.ensure_future(run.wait())
+        run_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        waiter = self._turn_started.pop(session.session_id, None)
+        if waiter is not None:
+            waiter.set()
+
+    async def close(self) -> None:
+        for engine in self.engines.values():
+            await engine.aclose()
+
+    # --- a session's event stream, with replay -------------------------------------------------
+
+    async def events(
+        self, session: Session, after: tuple[int, int], *, until_result: bool = False
+    ) -> AsyncGenerator[AgentEvent | None]:
+        """The session's events after the ``(turn, seq)`` cursor: stored ones, then live ones as they
+        come, in order, each once; None when nothing came for :data:`POLL` seconds (a keep-alive).
+        ``until_result``: end after the first result event."""
+        cursor = after
+        sid = session.session_id
+        while True:
+            run = session.current_run
+            live_turn = run.turn if run is not None and _ahead(run, cursor) else None
+            for event in await asyncio.to_thread(self.store.read_events, sid):
+                if (event.turn, event.seq) > cursor and (live_turn is None or event.turn < live_turn):
+                    cursor = (event.turn, event.seq)
+                    yield event
+                    if until_result and isinstance(event, ResultEvent):
+                        return
+            if run is not None and live_turn is not None:
+                async for event in run:
+                    if (event.turn, event.seq) > cursor:
+                        cursor = (event.turn, event.seq)
+                        if isinstance(event, ResultEvent):  # served once the session has applied it
+                            await asyncio.wait({asyncio.ensure_future(_settled(run))})
+                        yield event
+                        if until_result and isinstance(event, ResultEvent):
+                            return
+                continue
+            waiter = self._turn_started.setdefault(sid, asyncio.Event())
+            try:
+                await asyncio.wait_for(waiter.wait(), POLL)
+            except TimeoutError:
+                yield None
+
+
+async def _settled(run: Run) -> None:
+    """Wait until ``run``'s session has applied its outcome (whatever the turn's end)."""
+    with contextlib.suppress(BaseException):
+        await asyncio.shield(run.wait())
+
+
+def _ahead(run: Run, cursor: tuple[int, int]) -> bool:
+    """Whether ``run`` has events past ``cursor`` (or will have: it is still running)."""
+    if run.turn > cursor[0]:
+        return True
+    return run.turn == cursor[0] and (not run.done or len(run.events) - 1 > cursor[1])
