@@ -132,6 +132,8 @@ class LocalEngine(EngineBase):
         self._lease = lease_seconds()
         self._finish_orphans = finish_orphans
         self._keepers: dict[str, LeaseKeeper] = {}
+        self._unstored: dict[tuple[str, int], str] = {}
+        """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
         """This process's running turns: their lease holder -> the keeper renewing it."""
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
@@ -202,7 +204,9 @@ class LocalEngine(EngineBase):
         if finished is not None and finished.turns == run.turn:
             session.refresh(finished)
             run.turn = finished.turns + 1  # nothing of this run has been emitted yet
-        holder = new_holder()
+        # a turn of this engine whose result could not be stored keeps its reservation: the retry
+        # under the same number takes it over (reserving again with the same holder is idempotent)
+        holder = self._unstored.pop((session.session_id, run.turn), None) or new_holder()
         self.store.reserve_turn(session.session_id, run.turn, holder)
         keeper = LeaseKeeper(self.store, run, holder, period=min(2.0, self._lease / 4))
         self._keepers[holder] = keeper
@@ -212,7 +216,10 @@ class LocalEngine(EngineBase):
         keeper = self._keepers[holder]
         try:
             keeper.start()
-            return await self._turn_body(session, run, plan, keeper)
+            outcome = await self._turn_body(session, run, plan, keeper)
+            if outcome.record is not None and outcome.record.turns < run.turn:
+                self._unstored[(session.session_id, run.turn)] = holder
+            return outcome
         finally:
             await keeper.stop()
             self._keepers.pop(holder, None)
