@@ -17,6 +17,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness_run.runtime.remote import ErrorBody, SteerRequest
+from harness_run.runtime.remote import ExecResponse as ExecOutput
+from harness_run.runtime.remote import InterruptResponse as Interrupted
+from harness_run.runtime.remote import SteerResponse as Steered
 from harness_run.store import EngineRecord, SessionRecord, TurnRecord
 
 __all__ = [
@@ -49,14 +53,6 @@ class Health(_Body):
     engines: list[str]
 
 
-class ErrorBody(_Body):
-    error: str
-    """``unauthorized``, ``not_found``, ``invalid``, ``session_busy``, ``bad_request``, ``internal``."""
-    message: str
-    field: str | None = None
-    """The request field that did not validate (422)."""
-
-
 class CreateSession(_Body):
     config: dict[str, Any] | None = None
     """A ``SessionConfig`` as a dict: overlays the spec for every turn of the session."""
@@ -86,31 +82,11 @@ class TurnStarted(_Body):
     message_id: str
 
 
-class SteerRequest(_Body):
-    text: str = Field(min_length=1)
-    message_id: str | None = None
-
-
-class Steered(_Body):
-    delivered: bool
-
-
-class Interrupted(_Body):
-    interrupted: bool
-
-
 class ExecRequest(_Body):
     command: str = Field(min_length=1)
     secrets: dict[str, str] = Field(default_factory=dict[str, str])
     timeout: float = Field(default=120.0, gt=0)
     max_output: int = Field(default=1024 * 1024, ge=0)
-
-
-class ExecOutput(_Body):
-    exit_code: int
-    stdout: str
-    stderr: str
-    truncated: bool = False
 
 
 class SessionList(_Body):
