@@ -83,7 +83,7 @@ def test_a_sandbox_engine_is_an_engine_and_closes(tmp_path: Path, cluster: Any) 
         "project": "p",
         "location": "l",
         "store": store,
-        "api_client": cluster.api_client(),
+        "cluster": sandbox.ClusterTarget(api_client=cluster.api_client()),
     }
     with sandbox.get_engine("lookup", **kwargs) as engine:
         assert isinstance(engine, Engine)
