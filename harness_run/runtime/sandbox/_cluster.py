@@ -204,7 +204,8 @@ def connect(target: ClusterTarget, *, project: str, location: str, caller: str) 
         except Exception as exc:
             raise UsageError(f"cannot use the pod's in-cluster Kubernetes config ({exc})") from None
         return Connection(client.ApiClient(), "the in-cluster config")
-    paths = str(target.kubeconfig) if target.kubeconfig is not None else env_config or "~/.kube/config"  # fresh-machine ok: kubectl's documented default
+    default = "~/.kube/config"  # fresh-machine ok: kubectl's documented default, read only if present
+    paths = str(target.kubeconfig) if target.kubeconfig is not None else env_config or default
     contexts, current = read_kubeconfig(paths)
     chosen = choose_context(
         contexts,
