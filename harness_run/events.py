@@ -54,6 +54,7 @@ __all__ = [
     "STOP_REASONS",
     "AgentEvent",
     "CostUnknownEvent",
+    "DeltaEvent",
     "ErrorEvent",
     "McpServerInfo",
     "MessageEvent",
@@ -188,6 +189,26 @@ class MessageEvent(_Event):
     """The harness's id for this text (Claude Code: its model response; Codex, OpenCode: their item)."""
 
 
+class DeltaEvent(_Event):
+    """A piece of assistant text as the model streams it, before the whole :class:`MessageEvent`.
+
+    Live only: deltas reach the caller's iterator and live subscribers (the server's SSE, the
+    dashboard, ``harness-run chat``) but are not stored in history; the ``message`` event that
+    follows carries the whole text. Their ``seq`` is that of the last stored event before them.
+    Which harnesses emit them is listed in the Harnesses page."""
+
+    type: Literal["delta"] = "delta"
+    text: str
+    """The new text (HarnessBox's ``event.delta``)."""
+    message_id: str | None = None
+    """The message the text belongs to, where the harness says."""
+
+    @property
+    def delta(self) -> str:
+        """The new text, by HarnessBox's name."""
+        return self.text
+
+
 class ThinkingEvent(_Event):
     """Reasoning text, where the harness and the model show it."""
 
@@ -318,6 +339,7 @@ AgentEvent = Annotated[
     | SetupEvent
     | StartedEvent
     | MessageEvent
+    | DeltaEvent
     | ThinkingEvent
     | ToolUseEvent
     | ToolResultEvent
@@ -335,6 +357,7 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     SetupEvent,
     StartedEvent,
     MessageEvent,
+    DeltaEvent,
     ThinkingEvent,
     ToolUseEvent,
     ToolResultEvent,
