@@ -21,7 +21,9 @@ from ._helpers import API_KEY
 EXE = str(Path(sys.executable).parent / "harness-run")
 
 
-def _run(model: ScriptedModel, tmp_path: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+def _run(
+    model: ScriptedModel, tmp_path: Path, *args: str, cwd: Path | None = None
+) -> tuple[int, list[dict[str, Any]], str]:
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "name: cli\nharness: claude-code\nmodel: claude-sonnet-4-6\nenv:\n  CLAUDE_CODE_MAX_RETRIES: '0'\n"
@@ -40,6 +42,7 @@ def _run(model: ScriptedModel, tmp_path: Path, *args: str) -> tuple[int, list[di
         timeout=120,
         check=False,
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done.returncode, lines, done.stderr
@@ -67,3 +70,25 @@ def test_run_prints_every_event_and_exits_with_the_turns_outcome(
     assert events[-1]["result"]["is_error"] is True
     assert "scripted refusal qx31" in events[-1]["result"]["error"]
     assert "Traceback" not in stderr
+
+
+@pytest.mark.harness
+def test_run_with_a_relative_workdir_resolves_it_against_the_current_directory(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    """``--workdir wd`` is the directory ``wd`` under the shell's current directory, for both turns;
+    nothing is written under HARNESS_RUN_HOME."""
+    model.add(write_file("rel.txt", "in wd\n"), text("made it"), text("second"))
+
+    code, events, stderr = _run(model, tmp_path, "make a file", "--workdir", "wd", cwd=tmp_path)
+    assert code == 0, stderr
+    assert events[-1]["result"]["is_error"] is False
+    (session_dir,) = (tmp_path / "wd" / "sessions").iterdir()
+    assert (session_dir / "workspace" / "rel.txt").read_text() == "in wd\n"
+    assert not (tmp_path / "home" / "sessions").exists()
+
+    code, events, stderr = _run(
+        model, tmp_path, "again", "--workdir", "wd", "--session", session_dir.name, cwd=tmp_path
+    )
+    assert code == 0, stderr
+    assert events[-1]["result"]["text"] == "second"
