@@ -44,9 +44,7 @@ def _read(name: str) -> bytes:
 
 async def _file(request: web.Request) -> web.Response:
     name, content_type = _FILES[request.path]
-    return web.Response(
-        body=_read(name), content_type=content_type, charset="utf-8", headers=_HEADERS
-    )
+    return web.Response(body=_read(name), content_type=content_type, charset="utf-8", headers=_HEADERS)
 
 
 def add_dashboard(app: web.Application) -> None:

@@ -35,7 +35,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(
     os.environ.get("HARNESS_RUN_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
 )
-PAYLOAD = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script><b>bold?</b>"
+PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script><b>bold?</b>'
 
 # Recorded in the page before any of its scripts run (Playwright injects this past the page's CSP).
 _WATCH = """
@@ -100,7 +100,8 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+def page(browser: Browser, served: Served, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh browser context (no stored key) on the dashboard; ``served`` outlives it."""
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     context.add_init_script(_WATCH)
     opened = context.new_page()
@@ -248,6 +249,9 @@ def test_interrupt_a_long_turn(
     expect(page.locator("#session-status")).to_have_text("running")
     expect(page.locator("#interrupt")).to_be_enabled()
     assert _processes_with(marker), "the tool command should be running"
+    send(page, "and another thing")  # one turn at a time: the server's 409 message is shown
+    expect(page.locator("#notice")).to_contain_text("is still running turn 1")
+    expect(page.locator("#prompt")).to_have_value("and another thing")  # kept for later
     shot(page, request.node.name, "1-running")
 
     page.click("#interrupt")
@@ -259,7 +263,9 @@ def test_interrupt_a_long_turn(
     expect(page.locator("#events .msg.assistant")).to_have_count(0)  # the turn ended without an answer
     shot(page, request.node.name, "2-interrupted")
 
+    page.fill("#prompt", "")
     send(page, "carry on")  # the session takes the next turn
+    expect(page.locator("#notice")).to_be_hidden()
     expect(page.locator("#events .msg.assistant")).to_contain_text("back again")
     expect(result).to_have_count(2)
 

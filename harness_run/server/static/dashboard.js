@@ -11,6 +11,7 @@
   const RECORD_EVERY_MS = 5000;
   const RECONNECT_MS = 1000;
   const SHOWN_CHARS = 20000;
+  const STREAM_LOST = "The event stream was interrupted";
 
   const $ = (id) => document.getElementById(id);
   let apiKey = sessionStorage.getItem(KEY_NAME);
@@ -272,6 +273,7 @@
           failed(error);
           if (response.status === 401 || response.status === 404) return;
         } else {
+          if ($("notice").textContent.startsWith(STREAM_LOST)) notice("");
           await readEvents(response.body, (id, event) => {
             if (view !== current) return;
             if (event.type !== "delta" && id) view.lastId = id; // deltas are live only
@@ -280,7 +282,7 @@
         }
       } catch (error) {
         if (signal.aborted) return;
-        notice(`Event stream interrupted (${error.message}); reconnecting…`);
+        notice(`${STREAM_LOST} (${error.message}); reconnecting…`);
       }
       await sleep(RECONNECT_MS);
     }
@@ -414,7 +416,7 @@
       const r = e.result || {};
       if (typeof r.cost_usd === "number") view.cost += r.cost_usd;
       const parts = [
-        `${r.is_error ? "✗" : "✓"} ${r.stop_reason || "completed"}`,
+        `${r.is_error ? "✗" : r.stop_reason === "completed" ? "✓" : "■"} ${r.stop_reason || "completed"}`,
         money(r.cost_usd),
         `${Number(r.duration_s || 0).toFixed(1)} s`,
         `${r.num_turns ?? 0} model turn${r.num_turns === 1 ? "" : "s"}`,
