@@ -136,7 +136,9 @@ def measure(browser: Any, url: str, key: str, args: argparse.Namespace) -> None:
     # 2. turns: through the page and through the API alone, alternating, after a warm-up
     api_sid = call(f"{url}/v1/engines/bench/sessions", key, "POST", {})["session_id"]
     context, page = open_page()
-    page.wait_for_function("window.__marks.list !== null || document.getElementById('no-sessions').offsetParent")
+    page.wait_for_function(
+        "window.__marks.list !== null || document.getElementById('no-sessions').offsetParent"
+    )
     page_sid = call(f"{url}/v1/engines/bench/sessions", key, "POST", {})["session_id"]
     page.goto(f"{url}/#/s/{page_sid}")
     page.wait_for_function("document.getElementById('session-status').textContent === 'idle'")

@@ -13,10 +13,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,6 +235,16 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _eventually(check: Callable[[], object], within: float = 60.0) -> bool:
+    """Whether ``check()`` turns true within ``within`` seconds (a wait, not a timing assertion)."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 @pytest.mark.harness
 def test_interrupt_a_long_turn(
     page: Page, served: Served, scripted_model: ScriptedModel, request: pytest.FixtureRequest
@@ -248,7 +259,7 @@ def test_interrupt_a_long_turn(
     expect(page.locator("details.tool summary")).to_contain_text(marker)
     expect(page.locator("#session-status")).to_have_text("running")
     expect(page.locator("#interrupt")).to_be_enabled()
-    assert _processes_with(marker), "the tool command should be running"
+    assert _eventually(lambda: _processes_with(marker)), "the tool command never started"
     send(page, "and another thing")  # one turn at a time: the server's 409 message is shown
     expect(page.locator("#notice")).to_contain_text("is still running turn 1")
     expect(page.locator("#prompt")).to_have_value("and another thing")  # kept for later
@@ -259,7 +270,7 @@ def test_interrupt_a_long_turn(
     expect(result).to_contain_text("interrupted")
     expect(page.locator("#session-status")).not_to_have_text("running")
     expect(page.locator("#interrupt")).to_be_disabled()
-    assert not _processes_with(marker), "the interrupted turn left its tool command running"
+    assert _eventually(lambda: not _processes_with(marker)), "the interrupted turn left its tool running"
     expect(page.locator("#events .msg.assistant")).to_have_count(0)  # the turn ended without an answer
     shot(page, request.node.name, "2-interrupted")
 
