@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness_run import AgentSpec
-from harness_run.testing import ScriptedModel, shell, text
+from harness_run.testing import ScriptedModel, error, shell, text
 
 from ._helpers import MODEL, cli
 
@@ -287,7 +287,9 @@ def test_agent_text_with_markup_is_shown_as_text_and_never_runs(
 ) -> None:
     from playwright.sync_api import expect
 
-    scripted_model.add(shell(f"echo '{PAYLOAD}'"), text(f"here it is: {PAYLOAD}"))
+    scripted_model.add(
+        shell(f"echo '{PAYLOAD}'"), text(f"here it is: {PAYLOAD}"), error(400, f"refused {PAYLOAD}")
+    )
     sign_in(page, served)
     new_session(page)
     send(page, f"show me {PAYLOAD}")
@@ -298,8 +300,14 @@ def test_agent_text_with_markup_is_shown_as_text_and_never_runs(
     expect(events.locator("details.tool summary")).to_contain_text(PAYLOAD)
     expect(events.locator("details.tool .tool-result")).to_contain_text(PAYLOAD)
     assert_safe(page)
+    send(page, "once more")  # the model refuses: the turn's error, with markup, is text too
+    expect(events.locator(".line.result").nth(1)).to_contain_text("✗ error")
+    expect(events.locator(".line.error").first).to_contain_text(f"refused {PAYLOAD}")
+    expect(page.locator("#session-status")).to_have_text("failed")
+    assert_safe(page)
     page.reload()  # the replayed history is drawn by the same code: still text
-    expect(events.locator(".msg.assistant .text")).to_have_text(f"here it is: {PAYLOAD}")
+    expect(events.locator(".msg.assistant .text").first).to_have_text(f"here it is: {PAYLOAD}")
+    expect(events.locator(".line.error").first).to_contain_text(f"refused {PAYLOAD}")
     assert_safe(page)
     shot(page, request.node.name, "1-markup-as-text")
 

@@ -217,6 +217,7 @@
       lastId: null, // the id of the last stored event seen: where a reconnect resumes
       tools: new Map(), // tool_use_id -> the element its result goes into
       pending: null, // the assistant message being streamed by delta events
+      errors: new Set(), // the error events of the turn being drawn (not repeated under its result)
       turn: 0,
       cost: 0,
       record: null,
@@ -409,6 +410,7 @@
       }
     },
     error(view, e) {
+      view.errors.add(e.message);
       append(view, line("error", `Error: ${e.message}`));
     },
     result(view, e) {
@@ -424,7 +426,8 @@
       const row = line(`result${r.is_error ? " failed" : ""}`, parts.join(" · "));
       row.dataset.stopReason = r.stop_reason || "";
       append(view, row);
-      if (r.is_error && r.error) append(view, line("error", r.error));
+      if (r.is_error && r.error && !view.errors.has(r.error)) append(view, line("error", r.error));
+      view.errors.clear();
       for (const tool of view.tools.values()) {
         if (tool.result.classList.contains("pending")) tool.result.textContent = "(no result)";
         tool.result.classList.remove("pending");
