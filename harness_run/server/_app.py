@@ -126,7 +126,7 @@ async def _list_sessions(request: web.Request) -> web.Response:
     engine = request.query.get("engine")
     if engine is not None:
         state.engine(engine)  # 404 for an engine not served
-    records = [r for r in state.store.list_sessions(engine) if r.engine in state.engines]
+    records = [state.listed(r) for r in state.store.list_sessions(engine) if r.engine in state.engines]
     return json_response(SessionList(sessions=records))
 
 

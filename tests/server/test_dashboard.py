@@ -254,8 +254,14 @@ def test_interrupt_a_long_turn(
     marker = f"sleep 60.{uuid.uuid4().int % 10**6:06d}"
     scripted_model.add(shell(f"bash -c '{marker}; echo slept'"), text("back again"))
     sign_in(page, served)
-    new_session(page)
+    sid = new_session(page)
     send(page, "take your time")
+    expect(page.locator("details.tool summary")).to_contain_text(marker)
+    expect(page.locator("#session-status")).to_have_text("running")
+    page.click("#session h1 a")  # the list shows the turn running; back in, the live turn goes on
+    status = page.locator(f'#session-rows tr[data-session-id="{sid}"] .status')
+    expect(status).to_have_text("running")
+    page.click(f'#session-rows tr[data-session-id="{sid}"] a')
     expect(page.locator("details.tool summary")).to_contain_text(marker)
     expect(page.locator("#session-status")).to_have_text("running")
     expect(page.locator("#interrupt")).to_be_enabled()
