@@ -99,3 +99,15 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_dashboard_benchmark_prints_page_timings() -> None:
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no /usr/bin/chromium: install Debian's chromium (scripts/test does, with apt-get)")
+    out = _run("dashboard.py", "--rounds", "1", "--opens", "1", "--history", "2")
+    for label in ("open: navigation to the sessions list drawn", "click -> the prompt drawn from the stream"):
+        assert re.search(rf"^{re.escape(label)}: median [0-9.]+ ms", out, re.MULTILINE), out
+    assert re.search(r"^ratio page / API: [0-9.]+$", out, re.MULTILINE), out
+    assert re.search(r"^history: navigation to 2 turns drawn: median [0-9.]+ ms", out, re.MULTILINE), out

@@ -31,6 +31,7 @@ from harness_run.runtime.http import (
     event_id,
     parse_event_id,
 )
+from harness_run.server._dashboard import DASHBOARD_PATHS, add_dashboard
 from harness_run.server._errors import Handler, error, guard_errors, json_response, read_body
 from harness_run.server._keys import KeyStore, check_key
 from harness_run.server._openapi import openapi_document
@@ -42,7 +43,7 @@ __all__ = ["make_app"]
 
 STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
 KEYS: web.AppKey[KeyStore] = web.AppKey("keys", KeyStore)
-_OPEN = frozenset({"/healthz", "/openapi.json"})
+_OPEN = frozenset({"/healthz", "/openapi.json", *DASHBOARD_PATHS})  # the dashboard's files hold no data
 
 
 @web.middleware
@@ -125,7 +126,7 @@ async def _list_sessions(request: web.Request) -> web.Response:
     engine = request.query.get("engine")
     if engine is not None:
         state.engine(engine)  # 404 for an engine not served
-    records = [r for r in state.store.list_sessions(engine) if r.engine in state.engines]
+    records = [state.listed(r) for r in state.store.list_sessions(engine) if r.engine in state.engines]
     return json_response(SessionList(sessions=records))
 
 
@@ -258,11 +259,12 @@ ROUTES: list[tuple[str, str, Handler]] = [
 
 
 def make_app(state: ServerState, keys: KeyStore) -> web.Application:
-    """The server app over ``state``, with API keys checked in ``keys``. No CORS headers are sent:
-    browsers on other origins cannot call it."""
+    """The server app over ``state``, with API keys checked in ``keys``, and the web dashboard at
+    ``/``. No CORS headers are sent: browsers on other origins cannot call it."""
     app = web.Application(middlewares=[guard_errors, _auth], client_max_size=16 * 1024 * 1024)
     app[STATE] = state
     app[KEYS] = keys
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    add_dashboard(app)
     return app

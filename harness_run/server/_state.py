@@ -47,6 +47,7 @@ class ServerState:
         for name, spec in given.items():
             self.engines[name] = self._local(spec)
         self._turn_started: dict[str, asyncio.Event] = {}
+        self._runs: dict[str, Run] = {}  # the turn each session last started here
 
     def _local(self, spec: AgentSpec) -> Engine:
         return LocalEngine(spec, workdir=self.workdir, store=self.store)
@@ -80,10 +81,21 @@ class ServerState:
             else record
         )
 
+    def listed(self, record: SessionRecord) -> SessionRecord:
+        """A stored record as listed: ``running`` while a turn started here runs (the store keeps
+        the status of the last finished turn)."""
+        run = self._runs.get(record.session_id)
+        if run is None or run.done or record.status == "running":
+            return record
+        return record.model_copy(update={"status": "running"})
+
     def started(self, session: Session, run: Run) -> None:
         """Tell the session's streams a turn began; keep the turn's failure from going unseen."""
+        sid = session.session_id
+        self._runs[sid] = run
         run_task = asyncio.ensure_future(run.wait())
         run_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        run_task.add_done_callback(lambda _: self._runs.pop(sid) if self._runs.get(sid) is run else None)
         waiter = self._turn_started.pop(session.session_id, None)
         if waiter is not None:
             waiter.set()
