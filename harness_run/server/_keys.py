@@ -22,9 +22,11 @@ _PREFIX = "hrk"
 
 @runtime_checkable
 class KeyStore(Protocol):
-    """The part of a history store that keeps API keys (the SQLite store has it)."""
+    """The part of a history store that keeps API keys (the SQLite and GCS stores have it)."""
 
     def put_api_key(self, record: ApiKeyRecord) -> None: ...
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
 
     def list_api_keys(self) -> list[ApiKeyRecord]: ...
 
@@ -33,8 +35,8 @@ def key_store(store: HistoryStore) -> KeyStore:
     """``store`` as a key store, or a UsageError saying which store to use."""
     if not isinstance(store, KeyStore):
         raise UsageError(
-            f"{store!r} cannot keep server API keys yet; serve from the local SQLite store "
-            "(harness-run serve --store PATH) for now"
+            f"{store!r} cannot keep server API keys; serve from a directory (SQLite) or a "
+            "gs://bucket/prefix store"
         )
     return cast(KeyStore, store)
 
@@ -76,10 +78,9 @@ def check_key(store: KeyStore, header: str | None) -> ApiKeyRecord | None:
         return None
     key_id = key.split("_")[1] if key.count("_") >= 2 else ""
     digest = _digest(key.strip())
-    found: ApiKeyRecord | None = None
-    for record in store.list_api_keys():
-        if record.key_id == key_id and hmac.compare_digest(record.sha256, digest):
-            found = record
-    if found is None or found.revoked_at is not None:
+    record = store.get_api_key(key_id) if key_id else None
+    # a missing key is compared with a dummy hash: unknown and wrong keys take the same path
+    matches = hmac.compare_digest(record.sha256 if record is not None else "0" * 64, digest)
+    if record is None or not matches or record.revoked_at is not None:
         return None
-    return found
+    return record

@@ -69,7 +69,9 @@ class ServerState:
         record = self.store.get_session(session_id)
         if record is None or record.engine not in self.engines:
             raise SessionNotFoundError(f"no session {session_id!r} here; GET /v1/sessions lists them")
-        return self.engines[record.engine].get_session(session_id)
+        session = self.engines[record.engine].get_session(session_id)
+        session.refresh(record)  # another server on the same store may have run turns (no-op mid-turn)
+        return session
 
     def live_record(self, session: Session) -> SessionRecord:
         """The session's record with its live status (``running`` while a turn runs here)."""
