@@ -15,6 +15,7 @@ from harness_run.runtime.sandbox import Progress, default_registry, publish_imag
 from harness_run.server._cloudrun import Action, ServiceSettings, apply_service, run_client
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, open_store
+from harness_run.vocab.gcp import server_account_email
 
 __all__ = ["ServerDeployment", "default_service_account", "deploy_server"]
 
@@ -39,7 +40,7 @@ class ServerDeployment:
 
 def default_service_account(project: str) -> str:
     """``harness-run-server@<project>.iam.gserviceaccount.com`` (made by ``harness-run-gcp-setup``)."""
-    return f"harness-run-server@{project}.iam.gserviceaccount.com"
+    return server_account_email(project)
 
 
 def _check(project: str, region: str, store: str | None) -> str:
