@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -136,9 +137,36 @@ async def test_two_servers_on_one_gcs_store_share_keys_and_sessions(
 
         key_id = key.split("_")[1]
         assert cli("serve", "keys", "revoke", key_id, "--store", gcs_store_url).returncode == 0
-        assert _call(f"{url_a}/v1/sessions", key=key)[0] == 401
-        assert _call(f"{url_b}/v1/sessions", key=key)[0] == 401
+        # both servers re-read a key's record at most every KEY_CACHE_SECONDS (5 s)
+        deadline = time.monotonic() + 15
+        statuses: list[int] = []
+        while time.monotonic() < deadline:
+            statuses = [_call(f"{url}/v1/sessions", key=key)[0] for url in (url_a, url_b)]
+            if statuses == [401, 401]:
+                break
+            time.sleep(0.5)
+        assert statuses == [401, 401]
     finally:
         logs += _stop(a)
         logs += _stop(b)
     assert key not in logs
+
+
+def test_cached_keys_see_a_revocation_after_the_ttl_and_their_own_writes_at_once(gcs_store_url: str) -> None:
+    from harness_run.server import CachedKeys, check_key, create_key, key_store, revoke_key
+
+    store = open_store(gcs_store_url)
+    try:
+        direct = key_store(store)
+        cached = CachedKeys(direct, ttl=0.5)
+        record, key = create_key(direct, "ci")
+        assert check_key(cached, f"Bearer {key}") == record
+        revoke_key(direct, record.key_id)  # another process revokes it
+        assert check_key(cached, f"Bearer {key}") == record, "served from the cache within the ttl"
+        time.sleep(0.6)
+        assert check_key(cached, f"Bearer {key}") is None
+        again, key2 = create_key(cached, "ops")
+        revoke_key(cached, again.key_id)  # written through this cache: seen at once
+        assert check_key(cached, f"Bearer {key2}") is None
+    finally:
+        store.close()
