@@ -99,3 +99,9 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+def test_server_deploy_benchmark_prints_timings() -> None:
+    out = _run("server_deploy.py", "--smoke")
+    for label in ("compile_server_ms", "cloudrun_noop_ms", "key_check_gcs_ms", "key_check_gcs_cached_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
