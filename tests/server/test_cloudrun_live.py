@@ -64,4 +64,6 @@ def test_deploy_serve_redeploy_on_real_cloud_run(tmp_path: Path) -> None:
         again = deploy_server(project=project, region=region, store=store_url, service=name, specs=[spec])
         assert again.action == "unchanged" and not again.built
     finally:
-        client.delete_service(name=f"projects/{project}/locations/{region}/services/{name}").result(timeout=600)
+        client.delete_service(name=f"projects/{project}/locations/{region}/services/{name}").result(
+            timeout=600
+        )

@@ -4,6 +4,7 @@ bucket seeing the same keys and sessions: a turn on one, the next turn on the ot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -144,7 +145,7 @@ async def test_two_servers_on_one_gcs_store_share_keys_and_sessions(
             statuses = [_call(f"{url}/v1/sessions", key=key)[0] for url in (url_a, url_b)]
             if statuses == [401, 401]:
                 break
-            time.sleep(0.5)
+            await asyncio.sleep(0.5)
         assert statuses == [401, 401]
     finally:
         logs += _stop(a)
