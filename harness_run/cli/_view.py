@@ -43,7 +43,7 @@ def describe(event: AgentEvent) -> tuple[str, str] | None:
             return "cost", event.message
         case "error":
             return "error", event.message
-        case "result":
+        case "result" | "delta":  # deltas: the whole message follows as a message event
             return None
 
 

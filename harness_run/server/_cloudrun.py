@@ -14,12 +14,9 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 from harness_run.errors import InfrastructureError, UsageError
-
-if TYPE_CHECKING:
-    from google.cloud import run_v2
 
 __all__ = [
     "CONFIG_ANNOTATION",
@@ -92,10 +89,18 @@ class ServiceSettings:
         return f"{self.parent}/services/{self.service}"
 
 
-def service_body(settings: ServiceSettings) -> run_v2.Service:
+def _run_v2() -> Any:
+    """``google.cloud.run_v2``, untyped on purpose: proto-plus messages are dynamic, and a static
+    ``from google.cloud import run_v2`` makes pyright resolve ``google.cloud`` past our storage stubs."""
+    import importlib
+
+    return importlib.import_module("google.cloud.run_v2")
+
+
+def service_body(settings: ServiceSettings) -> Any:
     """The ``run_v2.Service`` for ``settings``, with its config hash annotation. Only the store's URL
     goes into the environment: secrets travel with each run, never in the service."""
-    from google.cloud import run_v2
+    run_v2 = _run_v2()
     from google.protobuf import duration_pb2
 
     s = settings
@@ -132,12 +137,9 @@ def service_body(settings: ServiceSettings) -> run_v2.Service:
     return service
 
 
-def config_sha256(service: run_v2.Service) -> str:
+def config_sha256(service: Any) -> str:
     """sha256 of the service's canonical JSON, without our annotation (what a deploy compares)."""
-    from google.cloud import run_v2
-
-    to_json = cast("Callable[..., str]", getattr(run_v2.Service, "to_json"))  # noqa: B009 (untyped proto-plus)
-    data: dict[str, Any] = json.loads(to_json(service, sort_keys=True))
+    data: dict[str, Any] = json.loads(_run_v2().Service.to_json(service, sort_keys=True))
     annotations: dict[str, str] = data.get("annotations", {})
     annotations.pop(CONFIG_ANNOTATION, None)
     if not annotations:
@@ -145,14 +147,15 @@ def config_sha256(service: run_v2.Service) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def run_client(endpoint: str | None = None) -> run_v2.ServicesClient:
+def run_client(endpoint: str | None = None) -> Any:
     """A ``ServicesClient`` on the REST transport: Application Default Credentials against
     run.googleapis.com, or ``endpoint`` (default ``$HARNESS_RUN_CLOUD_RUN_ENDPOINT``); an ``http://``
     endpoint (a local stand-in) is called without credentials."""
     try:
         from google.auth import exceptions as auth_exceptions
         from google.auth.credentials import AnonymousCredentials
-        from google.cloud import run_v2
+
+        run_v2 = _run_v2()
     except ImportError as exc:
         raise UsageError(
             f"deploying the server needs google-cloud-run ({exc}); pip install 'harness-run[sandbox]'"
@@ -209,7 +212,7 @@ def apply_service(
     return action, str(done.uri)
 
 
-def _same(current: Any, wanted: run_v2.Service) -> bool:
+def _same(current: Any, wanted: Any) -> bool:
     images = [str(c.image) for c in current.template.containers]
     return current.annotations.get(CONFIG_ANNOTATION) == wanted.annotations[CONFIG_ANNOTATION] and images == [
         c.image for c in wanted.template.containers
