@@ -184,7 +184,7 @@ def apply_service(
     from google.api_core import exceptions as gexc
 
     wanted = service_body(settings)
-    call = _Caller(settings)
+    call = _Caller(settings, str(getattr(client, "api_endpoint", None) or "run.googleapis.com"))
     current: Any
     try:
         current = call("read the service", lambda: client.get_service(name=settings.name))
@@ -222,8 +222,9 @@ def _same(current: Any, wanted: Any) -> bool:
 class _Caller:
     """Runs one API call; its errors -> one line naming what to do."""
 
-    def __init__(self, settings: ServiceSettings) -> None:
+    def __init__(self, settings: ServiceSettings, endpoint: str) -> None:
         self.s = settings
+        self.endpoint = endpoint
 
     def __call__(self, what: str, fn: Callable[[], _T], *, waiting: bool = False) -> _T:
         from concurrent.futures import TimeoutError as FutureTimeout
@@ -264,6 +265,12 @@ class _Caller:
             raise InfrastructureError(
                 f"cannot {what} (Cloud Run answered {code}): {_message(exc)}",
                 retryable=code == 429 or code >= 500,
+            ) from None
+        except OSError as exc:  # requests' ConnectionError and timeouts are OSErrors
+            raise InfrastructureError(
+                f"cannot {what}: the Cloud Run API ({self.endpoint}) did not answer ({type(exc).__name__}); "
+                "check the network (and $HARNESS_RUN_CLOUD_RUN_ENDPOINT if set), then deploy again",
+                retryable=True,
             ) from None
 
 

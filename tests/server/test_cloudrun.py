@@ -182,3 +182,34 @@ def test_an_empty_store_has_nothing_to_serve(api: CloudRunStandIn, gcs_store_url
             progress=False,
         )
     assert api.requests == []
+
+
+def test_an_unreachable_api_and_missing_credentials_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_run.vocab.net import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(
+        InfrastructureError, match=r"the Cloud Run API \(http://127.0.0.1:\d+\) did not answer"
+    ):
+        apply_service(run_client(closed), _settings(), step=lambda _n, _d: None)
+
+    monkeypatch.delenv("HARNESS_RUN_CLOUD_RUN_ENDPOINT", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/credentials.json")
+    with pytest.raises(UsageError, match="gcloud auth application-default login"):
+        run_client()
+
+
+def test_the_cli_says_what_is_wrong_in_one_line() -> None:
+    from ._helpers import cli
+
+    bad_store = cli(
+        "serve", "deploy", "--project", "test-project", "--region", "us-central1", "--store", "/srv/x"
+    )
+    assert bad_store.returncode == 2
+    assert bad_store.stderr.strip().splitlines() == [
+        "error: --store '/srv/x' is not a gs://bucket/prefix URL: a Cloud Run instance keeps no files, so the "
+        "deployed server's history, sessions and API keys live in a bucket"
+    ]
+    missing = cli("serve", "deploy", "--region", "us-central1")
+    assert missing.returncode == 2 and "the following arguments are required: --project" in missing.stderr
+    assert "Traceback" not in bad_store.stderr + missing.stderr
