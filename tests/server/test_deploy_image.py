@@ -2,12 +2,14 @@
 dockerd, is pushed to the local registry (127.0.0.1:5000), and the Cloud Run service is created through
 the real ``google-cloud-run`` client against the stand-in API (``HARNESS_RUN_CLOUD_RUN_ENDPOINT``).
 A second deploy builds, pushes and sends nothing; a changed spec rebuilds and updates. The pushed
-image, run as Cloud Run would (``$PORT``, ``$HARNESS_RUN_STORE`` on fake GCS), answers ``/healthz`` and
-serves the spec with an API key made on the same bucket.
+image, run as Cloud Run would (``$PORT``, ``$HARNESS_RUN_STORE`` on fake GCS), answers ``/healthz``,
+serves the spec with an API key made on the same bucket, and runs a real turn (its own ``claude``
+against the scripted model on 127.0.0.1).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -23,7 +25,9 @@ from typing import Any
 import pytest
 from testkit.cloudrun import CloudRunStandIn
 
+import harness_run
 from harness_run import AgentSpec
+from harness_run.testing import ScriptedModel, text
 from harness_run.vocab.net import free_port
 
 from ._helpers import MODEL, cli
@@ -63,8 +67,9 @@ def _get(url: str, key: str | None = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_the_image_serves(
+async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_the_image_serves(
     api: CloudRunStandIn,
+    scripted_model: ScriptedModel,
     gcs_store_url: str,
     fake_gcs: Any,
     registry: str,
@@ -135,12 +140,22 @@ def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_the_ima
             except (urllib.error.URLError, ConnectionError):
                 container.reload()
                 assert container.status in ("created", "running"), container.logs().decode()[-2000:]
-                time.sleep(0.5)
+                await asyncio.sleep(0.5)
         assert status == 200, container.logs().decode()[-2000:]
         assert health["engines"] == ["team-agent"]
         assert _get(f"http://127.0.0.1:{port}/v1/engines")[0] == 401
         status, engines = _get(f"http://127.0.0.1:{port}/v1/engines", key)
         assert status == 200 and [e["name"] for e in engines["engines"]] == ["team-agent"]
         assert engines["engines"][0]["spec"]["env"] == {"LOG_LEVEL": "debug"}
+
+        # a real turn: the image's own claude, run by the served engine, against the scripted model
+        scripted_model.add(text("served from the image"))
+        engine = harness_run.connect(f"http://127.0.0.1:{port}", api_key=key)
+        session = engine.start_session()
+        secrets = {"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "scripted-test-key"}
+        result = await session.run("hello", secrets=secrets)
+        assert not result.is_error, (result.error, container.logs().decode()[-2000:])
+        assert result.text == "served from the image"
+        await engine.aclose()
     finally:
         container.remove(force=True)
