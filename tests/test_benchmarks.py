@@ -111,3 +111,9 @@ def test_dashboard_benchmark_prints_page_timings() -> None:
         assert re.search(rf"^{re.escape(label)}: median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"^ratio page / API: [0-9.]+$", out, re.MULTILINE), out
     assert re.search(r"^history: navigation to 2 turns drawn: median [0-9.]+ ms", out, re.MULTILINE), out
+
+
+def test_server_deploy_benchmark_prints_timings() -> None:
+    out = _run("server_deploy.py", "--smoke")
+    for label in ("compile_server_ms", "cloudrun_noop_ms", "key_check_gcs_ms", "key_check_gcs_cached_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out

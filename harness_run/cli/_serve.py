@@ -23,9 +23,9 @@ def register(sub: Any) -> None:
         "--spec", action="append", default=[], metavar="FILE", help="also serve this spec (repeatable)"
     )
     serve.set_defaults(func=_serve)
-    keys = serve.add_subparsers(dest="serve_command", metavar="keys").add_parser(
-        "keys", help="create, list or revoke API keys"
-    )
+    commands = serve.add_subparsers(dest="serve_command", metavar="keys|deploy")
+    keys = commands.add_parser("keys", help="create, list or revoke API keys")
+    _register_deploy(commands)
     actions = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="make a key; it is printed once, as the last word")
     create.add_argument("--name", required=True, help="who or what uses the key")
@@ -35,6 +35,83 @@ def register(sub: Any) -> None:
     for parser in (create, listing, revoke):
         parser.add_argument("--store", default=None, help=_STORE_HELP)
         parser.set_defaults(func=_keys)
+
+
+def _register_deploy(commands: Any) -> None:
+    deploy = commands.add_parser(
+        "deploy",
+        help="build the server image and create or update its Cloud Run service",
+        description="Build the server image (skipped when the registry has its digest), push it, and "
+        "create or update a Cloud Run service running `harness-run serve` over a gs:// store. Nothing "
+        "is sent when the image and the settings are unchanged. Prints the service URL.",
+    )
+    deploy.add_argument("--project", required=True, help="the GCP project id")
+    deploy.add_argument("--region", required=True, help="the Cloud Run region, e.g. us-central1")
+    deploy.add_argument(
+        "--store", default=None, help="history store gs://bucket/prefix (default gs://<project>-harness-run)"
+    )
+    deploy.add_argument(
+        "--service", default="harness-run", help="Cloud Run service name (default harness-run)"
+    )
+    deploy.add_argument(
+        "--service-account",
+        default=None,
+        help="run as (default harness-run-server@<project>.iam.gserviceaccount.com)",
+    )
+    deploy.add_argument(
+        "--registry",
+        default=None,
+        help="image repository prefix (default <region>-docker.pkg.dev/<project>/harness-run)",
+    )
+    deploy.add_argument(
+        "--spec", action="append", default=[], metavar="FILE", help="bake in and serve this spec"
+    )
+    deploy.add_argument(
+        "--harness", action="append", default=[], metavar="NAME", help="also install this harness CLI"
+    )
+    deploy.add_argument("--min-instances", type=int, default=1, help="instances kept running (default 1)")
+    deploy.add_argument(
+        "--max-instances", type=int, default=1, help="at most this many instances (default 1)"
+    )
+    deploy.add_argument(
+        "--private", action="store_true", help="keep Cloud Run's IAM invoker check in front of the API keys"
+    )
+    deploy.add_argument(
+        "--base-image", default=None, help="image to build on (default python:3.12-slim-bookworm)"
+    )
+    deploy.add_argument(
+        "--ca-file", action="append", default=[], metavar="PEM", help="extra CA trusted in the build"
+    )
+    deploy.add_argument("--build-network", default=None, help="Docker network mode of the build (e.g. host)")
+    deploy.set_defaults(func=_deploy)
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    from harness_run.compiler import DEFAULT_BASE_IMAGE, ImageOptions
+    from harness_run.server import deploy_server
+    from harness_run.spec import AgentSpec
+
+    image = ImageOptions(
+        base_image=args.base_image or DEFAULT_BASE_IMAGE,
+        ca_files=args.ca_file,
+        build_network=args.build_network,
+        registry=args.registry,
+    )
+    done = deploy_server(
+        project=args.project,
+        region=args.region,
+        store=args.store,
+        service=args.service,
+        service_account=args.service_account,
+        specs=[AgentSpec.from_yaml(path) for path in args.spec],
+        harnesses=args.harness,
+        image=image,
+        min_instances=args.min_instances,
+        max_instances=args.max_instances,
+        public=not args.private,
+    )
+    print(f"harness-run server {done.action}: {done.url}", flush=True)
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from harness_run.compiler._docker import build_image
 from harness_run.compiler._manifests import engine_labels, versioned_name
 from harness_run.compiler._options import ImageOptions, PodOptions
 from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan
+from harness_run.compiler._server import SERVER_IMAGE_NAME, SERVER_PORT, compile_server
 from harness_run.compiler._skills import PinnedSkill, StagedFile, stage_skills
 from harness_run.vocab.pins import BUILDER_VERSION, DEFAULT_BASE_IMAGE
 
@@ -16,6 +17,8 @@ __all__ = [
     # compile
     "BUILDER_VERSION",
     "DEFAULT_BASE_IMAGE",
+    "SERVER_IMAGE_NAME",
+    "SERVER_PORT",
     "SHORT_DIGEST_LEN",
     "BuildPlan",
     "ImageOptions",
@@ -25,6 +28,7 @@ __all__ = [
     # build
     "build_image",
     "compile",
+    "compile_server",
     "engine_labels",
     "stage_skills",
     "versioned_name",

@@ -24,7 +24,7 @@ from harness_run.harness import harness_files, mcp_secret_env
 from harness_run.spec import AgentSpec, StdioMcpServer
 from harness_run.vocab import pins
 
-__all__ = ["compile"]
+__all__ = ["compile", "read_ca", "requirements_text"]
 
 
 def compile(
@@ -57,7 +57,7 @@ def compile(
     files: dict[str, bytes] = {}
     executables: set[str] = set()
     for path in image.ca_files:
-        data = _read_ca(Path(path))
+        data = read_ca(Path(path))
         files[ctx.ca_context_name(data)] = data
 
     staged, pinned = stage_skills(spec.skills, Path(base_dir) if base_dir is not None else Path.cwd())
@@ -73,9 +73,9 @@ def compile(
     files.update(ctx.library_files())
     files["bin/harness-run"] = ctx.LAUNCHER.encode()
     executables.add("bin/harness-run")
-    files["requirements/harness-run.txt"] = _requirements(pins.IMAGE_REQUIREMENTS)
+    files["requirements/harness-run.txt"] = requirements_text(pins.IMAGE_REQUIREMENTS)
     if spec.packages:
-        files["requirements/agent.txt"] = _requirements(sorted(set(spec.packages)))
+        files["requirements/agent.txt"] = requirements_text(sorted(set(spec.packages)))
     files["spec.json"] = ctx.canonical_json(spec.to_dict())
     files["lock.json"] = ctx.lock_json(
         version=__version__,
@@ -133,7 +133,7 @@ def compile(
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
-def _read_ca(path: Path) -> bytes:
+def read_ca(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -145,7 +145,7 @@ def _read_ca(path: Path) -> bytes:
     return data
 
 
-def _requirements(lines: Sequence[str]) -> bytes:
+def requirements_text(lines: Sequence[str]) -> bytes:
     return ("".join(f"{line}\n" for line in lines)).encode()
 
 

@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="harness-run-gcp-setup",
         description="Audit a GCP project for the harness-run sandbox runtime, show what is missing, "
         "and add it: APIs, Artifact Registry, the history bucket, a GKE cluster with a gVisor node pool "
-        "and Agent Sandbox, Workload Identity access to GCS and Vertex AI.",
+        "and Agent Sandbox, Workload Identity access to GCS and Vertex AI, and the team server's "
+        "Cloud Run API and service account.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -144,5 +145,7 @@ def _summary(options: SetupOptions, values: dict[str, str]) -> str:
     return (
         f"sandbox.deploy(spec, project={options.project!r}, location={options.location!r}) pushes to "
         f"{options.registry} and keeps history in gs://{options.bucket_name}; add {target} to name "
-        "the cluster instead of using the current kubectl context"
+        "the cluster instead of using the current kubectl context; `harness-run serve deploy --project "
+        f"{options.project} --region {options.location}` runs the team server on Cloud Run as "
+        f"{options.server_account}"
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness_run.errors import UsageError
+from harness_run.vocab.gcp import SERVER_ACCOUNT, server_account_email
 
 __all__ = ["AGENT_SANDBOX_VERSION", "SetupOptions", "Step", "plan", "setup_scripts_dir"]
 
@@ -24,7 +25,9 @@ _APIS = (
     "aiplatform.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
+    "run.googleapis.com",
 )
+
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9](-[a-z])?$")
@@ -80,6 +83,11 @@ class SetupOptions:
     def registry(self) -> str:
         return f"{self.location}-docker.pkg.dev/{self.project}/{self.repository}"
 
+    @property
+    def server_account(self) -> str:
+        """``harness-run-server@<project>.iam.gserviceaccount.com``: the Cloud Run server's identity."""
+        return server_account_email(self.project)
+
     def principal(self, project_number: str) -> str:
         """Every Kubernetes service account of the namespace, through Workload Identity Federation."""
         return (
@@ -110,6 +118,7 @@ def plan(options: SetupOptions) -> list[Step]:
     loc = ("--location", o.location)
     bucket = f"gs://{o.bucket_name}"
     member = o.principal("{project_number}")
+    server = f"serviceAccount:{o.server_account}"
     script = str(setup_scripts_dir() / "install-agent-sandbox.sh")
     return [
         Step(
@@ -122,7 +131,7 @@ def plan(options: SetupOptions) -> list[Step]:
         Step(
             "apis",
             "APIs enabled",
-            "GKE, Artifact Registry, Cloud Storage, Vertex AI and IAM",
+            "GKE, Artifact Registry, Cloud Storage, Vertex AI, IAM and Cloud Run (the team server)",
             ("gcloud", "services", "list", "--enabled", *p, "--format=value(config.name)"),
             (("gcloud", "services", "enable", *_APIS, *p),),
             expect="\n".join(sorted(_APIS)),
@@ -243,6 +252,50 @@ def plan(options: SetupOptions) -> list[Step]:
             ),
             expect=member,
             needs=("project",),
+        ),
+        Step(
+            "server-account",
+            f"service account {o.server_account}",
+            "the team server runs as it on Cloud Run (harness-run serve deploy)",
+            ("gcloud", "iam", "service-accounts", "describe", o.server_account, *p),
+            (
+                (
+                    "gcloud", "iam", "service-accounts", "create", SERVER_ACCOUNT, *p,
+                    "--display-name=harness-run team server (Cloud Run)",
+                ),
+            ),
+            needs=("apis",),
+        ),
+        Step(
+            "server-bucket-iam",
+            "the server may read and write history",
+            f"roles/storage.objectUser on {bucket} for {o.server_account} (sessions, events, API keys)",
+            ("gcloud", "storage", "buckets", "get-iam-policy", bucket, *p, "--format=json"),
+            (
+                (
+                    "gcloud", "storage", "buckets", "add-iam-policy-binding", bucket, *p,
+                    f"--member={server}", "--role=roles/storage.objectUser",
+                ),
+            ),
+            expect=server,
+            needs=("bucket", "server-account"),
+        ),
+        Step(
+            "server-cluster-iam",
+            "the server may reach the cluster",
+            f"roles/container.developer in {o.project} for {o.server_account} (claims sandboxes)",
+            (
+                "gcloud", "projects", "get-iam-policy", o.project, "--flatten=bindings[].members",
+                "--filter=bindings.role:roles/container.developer", "--format=value(bindings.members)",
+            ),
+            (
+                (
+                    "gcloud", "projects", "add-iam-policy-binding", o.project, f"--member={server}",
+                    "--role=roles/container.developer", "--condition=None",
+                ),
+            ),
+            expect=server,
+            needs=("project", "server-account"),
         ),
         Step(
             "docker-auth",

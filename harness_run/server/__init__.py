@@ -5,22 +5,39 @@ The wire models and the client live in :mod:`harness_run.runtime.http`.
 """
 
 from harness_run.server._app import ROUTES, make_app
-from harness_run.server._keys import KeyStore, check_key, create_key, key_store, list_keys, revoke_key
+from harness_run.server._cloudrun import ServiceSettings, run_client, service_body
+from harness_run.server._deploy import ServerDeployment, default_service_account, deploy_server
+from harness_run.server._keys import (
+    CachedKeys,
+    KeyStore,
+    check_key,
+    create_key,
+    key_store,
+    list_keys,
+    revoke_key,
+)
 from harness_run.server._openapi import openapi_document
 from harness_run.server._serve import open_server_store, serve
 from harness_run.server._state import ServerState
 
 __all__ = [
     "ROUTES",
+    "CachedKeys",
     "KeyStore",
+    "ServerDeployment",
     "ServerState",
+    "ServiceSettings",
     "check_key",
     "create_key",
+    "default_service_account",
+    "deploy_server",
     "key_store",
     "list_keys",
     "make_app",
     "open_server_store",
     "openapi_document",
     "revoke_key",
+    "run_client",
     "serve",
+    "service_body",
 ]

@@ -9,22 +9,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from typing import Protocol, cast, runtime_checkable
 
 from harness_run.errors import UsageError
 from harness_run.store import ApiKeyRecord, HistoryStore
 
-__all__ = ["KeyStore", "check_key", "create_key", "key_store", "list_keys", "revoke_key"]
+__all__ = ["CachedKeys", "KeyStore", "check_key", "create_key", "key_store", "list_keys", "revoke_key"]
 
 _PREFIX = "hrk"
 
 
 @runtime_checkable
 class KeyStore(Protocol):
-    """The part of a history store that keeps API keys (the SQLite store has it)."""
+    """The part of a history store that keeps API keys (the SQLite and GCS stores have it)."""
 
     def put_api_key(self, record: ApiKeyRecord) -> None: ...
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
 
     def list_api_keys(self) -> list[ApiKeyRecord]: ...
 
@@ -33,10 +36,43 @@ def key_store(store: HistoryStore) -> KeyStore:
     """``store`` as a key store, or a UsageError saying which store to use."""
     if not isinstance(store, KeyStore):
         raise UsageError(
-            f"{store!r} cannot keep server API keys yet; serve from the local SQLite store "
-            "(harness-run serve --store PATH) for now"
+            f"{store!r} cannot keep server API keys; serve from a directory (SQLite) or a "
+            "gs://bucket/prefix store"
         )
     return cast(KeyStore, store)
+
+
+class CachedKeys:
+    """A key store whose ``get_api_key`` answers are kept for ``ttl`` seconds: on a GCS store each
+    request's key check would otherwise be one bucket read. A revoked key (or a new one) is seen
+    within ``ttl`` seconds; writes go straight through."""
+
+    def __init__(self, store: KeyStore, ttl: float) -> None:
+        self.store = store
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        self.store.put_api_key(record)
+        with self._lock:
+            self._seen.pop(record.key_id, None)
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._seen.get(key_id)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        record = self.store.get_api_key(key_id)
+        with self._lock:
+            if len(self._seen) > 10_000:  # unknown ids are cached too: bound the table
+                self._seen.clear()
+            self._seen[key_id] = (now, record)
+        return record
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        return self.store.list_api_keys()
 
 
 def _digest(key: str) -> str:
@@ -76,10 +112,9 @@ def check_key(store: KeyStore, header: str | None) -> ApiKeyRecord | None:
         return None
     key_id = key.split("_")[1] if key.count("_") >= 2 else ""
     digest = _digest(key.strip())
-    found: ApiKeyRecord | None = None
-    for record in store.list_api_keys():
-        if record.key_id == key_id and hmac.compare_digest(record.sha256, digest):
-            found = record
-    if found is None or found.revoked_at is not None:
+    record = store.get_api_key(key_id) if key_id else None
+    # a missing key is compared with a dummy hash: unknown and wrong keys take the same path
+    matches = hmac.compare_digest(record.sha256 if record is not None else "0" * 64, digest)
+    if record is None or not matches or record.revoked_at is not None:
         return None
-    return found
+    return record

@@ -15,7 +15,7 @@ from aiohttp import web
 from harness_run.errors import UsageError
 from harness_run.runtime.local import default_workdir
 from harness_run.server._app import make_app
-from harness_run.server._keys import key_store
+from harness_run.server._keys import CachedKeys, key_store
 from harness_run.server._state import ServerState
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, SqliteStore, open_store
@@ -23,6 +23,9 @@ from harness_run.store import HistoryStore, SqliteStore, open_store
 __all__ = ["open_server_store", "serve"]
 
 log = logging.getLogger("harness_run.server")
+
+KEY_CACHE_SECONDS = 5.0
+"""On a GCS store a key's record is re-read at most this often: a revoked key stops within 5 s."""
 
 
 def open_server_store(store: str | None) -> tuple[HistoryStore, Path]:
@@ -50,6 +53,8 @@ async def serve(
     started = time.monotonic()
     history, workdir = await asyncio.to_thread(open_server_store, store)
     keys = key_store(history)
+    if not isinstance(history, SqliteStore):  # a bucket read per request is too slow: cache briefly
+        keys = CachedKeys(keys, KEY_CACHE_SECONDS)
     state = ServerState(history, workdir, list(specs))
     if not state.engines:
         raise UsageError(

@@ -12,13 +12,14 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
-from harness_run.errors import SessionNotFoundError, UsageError
+from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, ResultEvent
 from harness_run.runtime import Engine, Run, Session
 from harness_run.runtime.local import LocalEngine
 from harness_run.spec import AgentSpec
-from harness_run.store import HistoryStore, SessionRecord
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore
 
 __all__ = ["ServerState"]
 
@@ -29,21 +30,25 @@ POLL = 1.0
 
 
 class ServerState:
-    """The engines served from ``store`` (every local engine recorded there, plus ``specs``)."""
+    """The engines served from ``store``: every local engine recorded there, every container engine
+    (``local.deploy(isolation="container")``) when ``store`` is a workdir's SQLite store and a Docker
+    engine answers (``docker_client``, default ``DOCKER_HOST``), plus ``specs``."""
 
-    def __init__(self, store: HistoryStore, workdir: Path, specs: list[AgentSpec]) -> None:
+    def __init__(
+        self, store: HistoryStore, workdir: Path, specs: list[AgentSpec], *, docker_client: Any = None
+    ) -> None:
         self.store = store
         self.workdir = workdir
+        self._docker = docker_client
         chosen = {record.name: record for record in store.list_engines()}  # the newest of each name
         given = {spec.name: spec for spec in specs}
         self.engines: dict[str, Engine] = {}
         for name, record in chosen.items():
             if name in given:
                 continue
-            if record.runtime != "local":
-                log.info("not serving engine %s (runtime %s) yet", name, record.runtime)
-                continue
-            self.engines[name] = self._local(AgentSpec.from_dict(record.spec))
+            engine = self._recorded(record)
+            if engine is not None:
+                self.engines[name] = engine
         for name, spec in given.items():
             self.engines[name] = self._local(spec)
         self._turn_started: dict[str, asyncio.Event] = {}
@@ -51,6 +56,21 @@ class ServerState:
 
     def _local(self, spec: AgentSpec) -> Engine:
         return LocalEngine(spec, workdir=self.workdir, store=self.store)
+
+    def _recorded(self, record: EngineRecord) -> Engine | None:
+        if record.runtime == "local":
+            return self._local(AgentSpec.from_dict(record.spec))
+        if record.runtime == "container" and isinstance(self.store, SqliteStore):
+            from harness_run.runtime.container import docker_client, engine_for, share_store
+
+            try:
+                client = docker_client(self._docker)
+            except HarnessRunError as exc:
+                log.warning("not serving container engine %s: %s", record.name, exc)
+                return None
+            return engine_for(record, share_store(self.store.root), client)
+        log.info("not serving engine %s (runtime %s) yet", record.name, record.runtime)
+        return None
 
     def engine(self, name: str | None) -> Engine:
         """The engine served as ``name`` (None: the only one), else SessionNotFoundError (404)."""
@@ -70,7 +90,9 @@ class ServerState:
         record = self.store.get_session(session_id)
         if record is None or record.engine not in self.engines:
             raise SessionNotFoundError(f"no session {session_id!r} here; GET /v1/sessions lists them")
-        return self.engines[record.engine].get_session(session_id)
+        session = self.engines[record.engine].get_session(session_id)
+        session.refresh(record)  # another server on the same store may have run turns (no-op mid-turn)
+        return session
 
     def live_record(self, session: Session) -> SessionRecord:
         """The session's record with its live status (``running`` while a turn runs here)."""

@@ -11,6 +11,7 @@ many clients can write one history without a lock server::
     <prefix>/sessions/<id>/events/<turn:06d>/sealed.jsonl  the turn's segments merged, once it ended
     <prefix>/blobs/<sha256>                               snapshots, content-addressed (create-only)
     <prefix>/index/<engine>/<session_id>                  empty marker, for list_sessions
+    <prefix>/keys/<key_id>.json                           server API key record (its sha256, never the key)
 
 ``google-cloud-storage`` is imported only when a store is opened. With ``STORAGE_EMULATOR_HOST``
 set (fake-gcs-server) no credentials are needed. Transient errors (429, 5xx, dropped connections)
@@ -41,7 +42,7 @@ from harness_run.store._common import (
 )
 from harness_run.store._gcs_io import Conflict, GcsObjects
 from harness_run.store._protocol import SessionUpdate
-from harness_run.store._records import EngineRecord, SessionRecord, TurnLease, TurnRecord
+from harness_run.store._records import ApiKeyRecord, EngineRecord, SessionRecord, TurnLease, TurnRecord
 
 __all__ = ["GcsStore"]
 
@@ -382,6 +383,22 @@ class GcsStore(GcsObjects):
             if got is not None:
                 rows.extend((turn_no, seq, event) for seq, event in self._segment(name, got[0]))
         return merge_events(rows, after_seq)
+
+    # --- server API keys (hashes only) ----------------------------------------------------------
+
+    def put_api_key(self, record: ApiKeyRecord) -> None:
+        name = self._name("keys", f"{_check_part('API key id', record.key_id)}.json")
+        self._write(name, record.model_dump_json().encode(), generation=None)
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """One key's record by id (one read: what a request's key check costs)."""
+        if not key_id or not key_id.isalnum():  # a key id is hex; anything else names no object
+            return None
+        return self._get_record(ApiKeyRecord, self._name("keys", f"{key_id}.json"))
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        names = [b.name for b in self._list(self._name("keys", "")) if b.name.endswith(".json")]
+        return sorted(self._get_records(ApiKeyRecord, names), key=lambda r: (r.created_at, r.key_id))
 
     # --- blobs ---------------------------------------------------------------------------------
 

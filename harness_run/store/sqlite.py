@@ -276,6 +276,10 @@ class SqliteStore:
             (record.key_id, record.created_at, record.model_dump_json()),
         )
 
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        rows = self._exec("SELECT key_id, body FROM api_keys WHERE key_id=?", (key_id,))
+        return next((self._load(ApiKeyRecord, body, f"API key {kid}") for kid, body in rows), None)
+
     def list_api_keys(self) -> list[ApiKeyRecord]:
         rows = self._exec("SELECT key_id, body FROM api_keys ORDER BY created_at")
         return [self._load(ApiKeyRecord, body, f"API key {key_id}") for key_id, body in rows]

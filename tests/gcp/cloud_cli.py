@@ -97,12 +97,26 @@ if tool == "gcloud":
                 save()
                 sys.exit(0)
     if head[:2] == ["projects", "get-iam-policy"]:
+        role_filter = [a.split(":", 1)[1] for a in args if a.startswith("--filter=bindings.role:")]
+        if role_filter:  # --flatten/--filter/--format=value(bindings.members): members of that role
+            bound = state.get("project_bindings", [])
+            print("\n".join(m for r, m in bound if r == role_filter[0]))
+            sys.exit(0)
         print(json.dumps({"bindings": [{"members": state.get("project_members", [])}]}))
         sys.exit(0)
     if head[:2] == ["projects", "add-iam-policy-binding"]:
         state.setdefault("project_members", []).append(flag("member"))
+        state.setdefault("project_bindings", []).append([flag("role"), flag("member")])
         save()
         sys.exit(0)
+    if head[:2] == ["iam", "service-accounts"]:
+        verb, account = args[2], args[3]
+        if verb == "describe":
+            need(f"service-account/{account}", account)
+        if verb == "create":
+            have.add(f"service-account/{account}@{state.get('project', 'p')}.iam.gserviceaccount.com")
+            save()
+            sys.exit(0)
     if head[:2] == ["auth", "configure-docker"]:
         docker = Path(os.environ["HOME"]) / ".docker" / "config.json"
         docker.parent.mkdir(parents=True, exist_ok=True)

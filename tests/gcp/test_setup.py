@@ -74,6 +74,10 @@ def test_plan_is_pure_and_names_every_resource() -> None:
         "--sandbox=type=gvisor",
         "roles/aiplatform.user",
         "roles/storage.objectUser",
+        "run.googleapis.com",
+        'service-accounts", "create", "harness-run-server',
+        "--member=serviceAccount:harness-run-server@my-project.iam.gserviceaccount.com",
+        "roles/container.developer",
     ):
         assert piece in text
     assert options.registry == "europe-west4-docker.pkg.dev/my-project/harness-run"
@@ -106,7 +110,7 @@ def test_bad_project_exits_2_without_traceback(cloud: dict[str, str]) -> None:
 def test_dry_run_prints_the_plan_and_runs_nothing(cloud: dict[str, str]) -> None:
     result = _setup(cloud, "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "[12/12]" in result.stdout
+    assert "[15/15]" in result.stdout
     assert "gcloud container clusters create harness-run" in result.stdout
     assert _log(cloud) == []
 
@@ -114,7 +118,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(cloud: dict[str, str]) -> None
 def test_fresh_project_is_set_up_once_then_left_alone(cloud: dict[str, str]) -> None:
     check = _setup(cloud, "--check")
     assert check.returncode == 1
-    assert "11 of 12 steps missing" in check.stdout
+    assert "14 of 15 steps missing" in check.stdout
     assert _changes(_log(cloud)) == [], "--check must not change anything"
 
     applied = _setup(cloud, "--yes")
@@ -125,6 +129,11 @@ def test_fresh_project_is_set_up_once_then_left_alone(cloud: dict[str, str]) -> 
     assert any("clusters create harness-run" in c for c in changes)
     assert any("node-pools create agent-sandbox-pool" in c for c in changes)
     assert any("principalSet://" in c and "123456789" in c for c in changes), "project number filled in"
+    server = "serviceAccount:harness-run-server@my-project.iam.gserviceaccount.com"
+    assert any("service-accounts create harness-run-server" in c for c in changes)
+    assert any("buckets add-iam-policy-binding" in c and server in c for c in changes)
+    assert any("roles/container.developer" in c and server in c for c in changes)
+    assert "harness-run serve deploy --project my-project --region us-central1" in applied.stdout
 
     before = len(_log(cloud))
     again = _setup(cloud, "--yes")
@@ -169,3 +178,21 @@ def test_json_audit(cloud: dict[str, str]) -> None:
     assert audit["project"] == "done"
     assert audit["apis"] == "missing"
     assert audit["cluster"] == "blocked", "a step whose prerequisite is missing is not audited"
+
+
+def test_the_server_cluster_role_is_audited_by_role_not_just_by_member(cloud: dict[str, str]) -> None:
+    assert _setup(cloud, "--yes").returncode == 0
+    state_path = Path(cloud["HR_CLOUD_STATE"])
+    state = json.loads(state_path.read_text())
+    server = "serviceAccount:harness-run-server@my-project.iam.gserviceaccount.com"
+    # the account keeps another project role, but loses roles/container.developer
+    state["project_bindings"] = [
+        [role, member] for role, member in state["project_bindings"] if member != server
+    ] + [["roles/viewer", server]]
+    state_path.write_text(json.dumps(state))
+    result = _setup(cloud, "--check", "--json")
+    line = next(x for x in result.stdout.splitlines() if x.startswith("["))
+    audit = {a["step"]: a["outcome"] for a in json.loads(line)}
+    assert audit["server-cluster-iam"] == "missing"
+    assert audit["server-account"] == audit["server-bucket-iam"] == audit["vertex-iam"] == "done"
+    assert result.returncode == 1

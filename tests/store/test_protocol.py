@@ -383,3 +383,24 @@ def test_update_session_loses_no_concurrent_update(backend: Backend, store: Hist
     assert final is not None
     assert final.turns == len(stores) * per_thread
     assert store.update_session("s1", bump) == store.get_session("s1") == bump(final)
+
+
+def test_api_keys_are_kept_by_id_and_another_client_sees_them(backend: Backend, store: HistoryStore) -> None:
+    from harness_run.store import ApiKeyRecord
+
+    assert isinstance(store, (SqliteStore, GcsStore))
+    assert store.list_api_keys() == [] and store.get_api_key("0123abcd") is None
+    first = ApiKeyRecord(key_id="0123abcd", name="alice", sha256="a" * 64, created_at=2.0)
+    second = ApiKeyRecord(key_id="4567ef01", name="ci", sha256="b" * 64, created_at=1.0)
+    store.put_api_key(first)
+    store.put_api_key(second)
+    other = backend.open()
+    assert isinstance(other, (SqliteStore, GcsStore))
+    assert other.list_api_keys() == [second, first]  # oldest first
+    assert other.get_api_key("0123abcd") == first
+    revoked = first.model_copy(update={"revoked_at": 3.0})
+    other.put_api_key(revoked)
+    assert store.get_api_key("0123abcd") == revoked
+    assert [k.key_id for k in store.list_api_keys()] == ["4567ef01", "0123abcd"]
+    for odd in ("", "../x", "a/b"):
+        assert store.get_api_key(odd) is None

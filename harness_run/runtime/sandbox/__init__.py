@@ -7,17 +7,27 @@ imported only when an engine is deployed or looked up. Users call the facade :mo
 """
 
 from harness_run.compiler import ImageOptions, PodOptions
-from harness_run.runtime.sandbox._deploy import delete_version, deploy, get_engine
+from harness_run.runtime.sandbox._deploy import (
+    default_registry,
+    delete_version,
+    deploy,
+    get_engine,
+    publish_image,
+)
 from harness_run.runtime.sandbox._engine import SandboxEngine
 from harness_run.runtime.sandbox._options import ClaimOptions, ClusterTarget
+from harness_run.runtime.sandbox._progress import Progress
 
 __all__ = [
     "ClaimOptions",
     "ClusterTarget",
     "ImageOptions",
     "PodOptions",
+    "Progress",
     "SandboxEngine",
+    "default_registry",
     "delete_version",
     "deploy",
     "get_engine",
+    "publish_image",
 ]

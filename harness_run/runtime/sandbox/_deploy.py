@@ -26,7 +26,15 @@ from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, open_store
 from harness_run.vocab import k8s
 
-__all__ = ["default_registry", "default_store_url", "delete_version", "deploy", "get_engine", "pod_env"]
+__all__ = [
+    "default_registry",
+    "default_store_url",
+    "delete_version",
+    "deploy",
+    "get_engine",
+    "pod_env",
+    "publish_image",
+]
 
 ENV_REGISTRY = "HARNESS_RUN_REGISTRY"
 ENV_STORE = "HARNESS_RUN_STORE"
@@ -146,7 +154,7 @@ def deploy(
     show.step("cluster", f"{connection.source} ({kube.server}), namespace {kube.namespace}")
     plan = compile(spec, image=image, pods=pods, namespace=target.namespace, pool_size=pool_size)
     show.step("compile", f"{spec.name} version {plan.short} ({len(plan.files)} files)")
-    _image(plan, docker_client, show)
+    publish_image(plan, docker_client, show)
     for obj in plan.manifests:
         action, _ = kube.apply(obj)
         show.step("apply", f"{obj['kind']} {obj['metadata']['name']} {action}")
@@ -211,18 +219,21 @@ def _in_registry(client: Any, image: str) -> bool:
     return True
 
 
-def _image(plan: BuildPlan, docker_client: Any, show: Progress) -> None:
+def publish_image(plan: BuildPlan, docker_client: Any, show: Progress) -> bool:
+    """Build ``plan``'s image and push it, unless the registry already has its digest tag (then
+    nothing is built or pushed). True when it was built. Also used by ``harness-run serve deploy``."""
     from harness_run.compiler import build_image
 
     client = _docker(docker_client)
     if _in_registry(client, plan.image):
         show.step("build", f"{plan.image} is already in the registry: nothing to build or push")
-        return
+        return False
     show.step("build", f"building {plan.image}")
     build_image(plan, client=client, progress=show.log)
     show.step("push", f"pushing {plan.image}")
     _push(client, plan.image)
     show.step("push", f"{plan.image} pushed")
+    return True
 
 
 def _push(client: Any, image: str) -> None:

@@ -1,0 +1,152 @@
+"""``harness-run serve deploy``: compile the server image, build and push it unless the registry has its
+digest, then create or update the Cloud Run service (nothing is sent when nothing changed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness_run.compiler import ImageOptions, compile_server
+from harness_run.errors import UsageError
+from harness_run.runtime.sandbox import Progress, default_registry, publish_image
+from harness_run.server._cloudrun import Action, ServiceSettings, apply_service, run_client
+from harness_run.spec import AgentSpec
+from harness_run.store import HistoryStore, open_store
+from harness_run.vocab.gcp import server_account_email
+
+__all__ = ["ServerDeployment", "default_service_account", "deploy_server"]
+
+_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]")
+_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDeployment:
+    """What ``deploy_server`` did: the service's ``url``, the ``image`` (tagged with the short
+    ``digest``), whether the image was ``built`` (else the registry had it) and what happened to the
+    service (``created``, ``updated`` or ``unchanged``)."""
+
+    url: str
+    service: str
+    image: str
+    digest: str
+    built: bool
+    action: Action
+    engines: tuple[str, ...]
+
+
+def default_service_account(project: str) -> str:
+    """``harness-run-server@<project>.iam.gserviceaccount.com`` (made by ``harness-run-gcp-setup``)."""
+    return server_account_email(project)
+
+
+def _check(project: str, region: str, store: str | None) -> str:
+    if not project or not region:
+        raise UsageError(
+            "serve deploy needs --project and --region (e.g. --project my-project --region us-central1)"
+        )
+    if not _PROJECT.fullmatch(project):
+        raise UsageError(f"--project {project!r} is not a GCP project id (e.g. 'my-project')")
+    if not _REGION.fullmatch(region):
+        raise UsageError(f"--region {region!r} is not a Cloud Run region (e.g. 'us-central1')")
+    url = store or f"gs://{project}-harness-run"
+    if not url.startswith("gs://") or len(url) <= len("gs://"):
+        raise UsageError(
+            f"--store {url!r} is not a gs://bucket/prefix URL: a Cloud Run instance keeps no files, so the "
+            "deployed server's history, sessions and API keys live in a bucket"
+        )
+    return url
+
+
+def _served(history: HistoryStore, specs: Sequence[AgentSpec]) -> tuple[list[str], set[str]]:
+    """The engine names the server will serve, and the harnesses they need."""
+    names = {spec.name for spec in specs}
+    harnesses = {h for spec in specs for h in spec.harnesses}
+    for record in history.list_engines():
+        if record.runtime == "local" and record.name not in {s.name for s in specs}:
+            names.add(record.name)
+            harnesses.update(AgentSpec.from_dict(record.spec).harnesses)
+    return sorted(names), harnesses
+
+
+def deploy_server(
+    *,
+    project: str,
+    region: str,
+    store: str | None = None,
+    service: str = "harness-run",
+    service_account: str | None = None,
+    specs: Sequence[AgentSpec] = (),
+    harnesses: Sequence[str] = (),
+    image: ImageOptions | None = None,
+    min_instances: int = 1,
+    max_instances: int = 1,
+    public: bool = True,
+    docker_client: Any = None,
+    client: Any = None,
+    progress: bool = True,
+    timeout: float = 900.0,
+) -> ServerDeployment:
+    """Deploy ``harness-run serve`` to Cloud Run as ``service`` in ``project``/``region``.
+
+    The image (:func:`~harness_run.compiler.compile_server`: the harness CLIs of the served engines
+    plus ``harnesses``, the library, ``specs``) is built and pushed to ``image.registry`` (default
+    ``$HARNESS_RUN_REGISTRY``, else ``<region>-docker.pkg.dev/<project>/harness-run``) unless the
+    registry already has its digest tag. The service runs it as ``service_account`` (default
+    :func:`default_service_account`) over ``store`` (default ``gs://<project>-harness-run``): the
+    engines recorded there (local runtime) and ``specs`` are served. With the image and settings
+    unchanged no update is sent. ``client`` is a ``run_v2.ServicesClient`` (default
+    :func:`~harness_run.server._cloudrun.run_client`).
+    """
+    store_url = _check(project, region, store)
+    show = Progress(progress)
+    settings = ServiceSettings(  # checked before anything is built
+        project=project,
+        region=region,
+        service=service,
+        image="pending",
+        store=store_url,
+        service_account=service_account or default_service_account(project),
+        min_instances=min_instances,
+        max_instances=max_instances,
+        public=public,
+    )
+    history = open_store(store_url)
+    try:
+        engines, needed = _served(history, specs)
+        keys = getattr(history, "list_api_keys", None)
+        has_keys = bool(keys()) if keys is not None else False
+    finally:
+        history.close()
+    if not engines:
+        raise UsageError(
+            f"nothing to serve: {store_url} records no local engine; pass --spec FILE (baked into the "
+            "image), or run an engine against that store first"
+        )
+    show.step("engines", f"{', '.join(engines)} from {store_url}")
+    if not has_keys:
+        show.step(
+            "api keys",
+            f"none in {store_url} yet: every request will get 401 until you run "
+            f"`harness-run serve keys create --name NAME --store {store_url}`",
+        )
+    image = image if image is not None else ImageOptions()
+    image = dataclasses.replace(image, registry=image.registry or default_registry(project, region))
+    plan = compile_server(specs=specs, harnesses=sorted(set(harnesses) | needed), image=image)
+    show.step("compile", f"server image {plan.short} ({len(plan.files)} files, {', '.join(plan.harnesses)})")
+    built = publish_image(plan, docker_client, show)
+    settings = dataclasses.replace(settings, image=plan.image)
+    action, url = apply_service(client if client is not None else run_client(), settings, step=show.step)
+    show.step("done", f"{service} {action}: {url}")
+    return ServerDeployment(
+        url=url,
+        service=service,
+        image=plan.image,
+        digest=plan.digest,
+        built=built,
+        action=action,
+        engines=tuple(engines),
+    )

@@ -1,0 +1,161 @@
+"""``harness-run serve deploy`` end to end, through the real CLI: the server image really builds on our
+dockerd, is pushed to the local registry (127.0.0.1:5000), and the Cloud Run service is created through
+the real ``google-cloud-run`` client against the stand-in API (``HARNESS_RUN_CLOUD_RUN_ENDPOINT``).
+A second deploy builds, pushes and sends nothing; a changed spec rebuilds and updates. The pushed
+image, run as Cloud Run would (``$PORT``, ``$HARNESS_RUN_STORE`` on fake GCS), answers ``/healthz``,
+serves the spec with an API key made on the same bucket, and runs a real turn (its own ``claude``
+against the scripted model on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testkit.cloudrun import CloudRunStandIn
+
+import harness_run
+from harness_run import AgentSpec
+from harness_run.testing import ScriptedModel, text
+from harness_run.vocab.net import free_port
+
+from ._helpers import MODEL, cli
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+CANARY = "canary-deploy-3b9f0c7e21"
+
+
+@pytest.fixture
+def api() -> Iterator[CloudRunStandIn]:
+    with CloudRunStandIn(forbidden=(CANARY,)) as stand_in:
+        yield stand_in
+
+
+def _deploy(
+    api: CloudRunStandIn, store: str, registry: str, base_image: str, spec: Path
+) -> subprocess.CompletedProcess[str]:
+    ca = os.environ.get("PIP_CERT", "")
+    args = [
+        sys.executable, "-m", "harness_run", "serve", "deploy",
+        "--project", "test-project", "--region", "us-central1", "--service", "team",
+        "--store", store, "--registry", registry, "--spec", str(spec),
+        "--base-image", base_image, "--build-network", "host",
+        *(["--ca-file", ca] if ca and Path(ca).is_file() else []),
+    ]  # fmt: skip
+    env = {**os.environ, "HARNESS_RUN_CLOUD_RUN_ENDPOINT": api.url, "ANTHROPIC_API_KEY": CANARY}
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=1200, check=False)
+
+
+def _get(url: str, key: str | None = None) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_the_image_serves(
+    api: CloudRunStandIn,
+    scripted_model: ScriptedModel,
+    gcs_store_url: str,
+    fake_gcs: Any,
+    registry: str,
+    base_image: str,
+    docker_client: Any,
+    docker_labels: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    spec_file = tmp_path / "team.yaml"
+    spec_file.write_text(AgentSpec(name="team-agent", harness="claude-code", model=MODEL).to_yaml())
+    repo = f"{registry}/hr-test-server-{uuid.uuid4().hex[:8]}"  # a fresh repository: the first deploy builds
+
+    first = _deploy(api, gcs_store_url, repo, base_image, spec_file)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "building " in first.stderr and f"{repo}/harness-run-server:" in first.stderr
+    assert "pushed" in first.stderr
+    assert "none in gs://" in first.stderr, "it says there is no API key yet"
+    url = first.stdout.strip().splitlines()[-1]
+    assert url.startswith("harness-run server created: https://team-")
+    assert api.refusals == []
+    (create,) = api.writes()
+    assert create.method == "POST" and create.body is not None
+    image = create.body["template"]["containers"][0]["image"]
+    assert image.startswith(f"{repo}/harness-run-server:")
+    docker_client.api.inspect_distribution(image)  # it is in the registry
+    env = create.body["template"]["containers"][0]["env"]
+    assert env == [{"name": "HARNESS_RUN_STORE", "value": gcs_store_url}]
+
+    again = _deploy(api, gcs_store_url, repo, base_image, spec_file)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already in the registry: nothing to build or push" in again.stderr
+    assert "building " not in again.stderr
+    assert "up to date: nothing sent" in again.stderr
+    assert again.stdout.strip().splitlines()[-1].startswith("harness-run server unchanged: https://team-")
+    assert len(api.writes()) == 1, "no update sent"
+
+    spec_file.write_text(
+        AgentSpec(name="team-agent", harness="claude-code", model=MODEL, env={"LOG_LEVEL": "debug"}).to_yaml()
+    )
+    changed = _deploy(api, gcs_store_url, repo, base_image, spec_file)
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "building " in changed.stderr
+    assert "harness-run server updated: https://team-" in changed.stdout
+    update = api.writes()[-1]
+    assert update.method == "PATCH" and update.body is not None
+    new_image = update.body["template"]["containers"][0]["image"]
+    assert new_image != image and new_image.startswith(f"{repo}/harness-run-server:")
+    assert CANARY not in first.stderr + again.stderr + changed.stderr + str(api.requests)
+
+    # the image as Cloud Run runs it: $PORT and $HARNESS_RUN_STORE (here fake GCS on the host network)
+    key = cli("serve", "keys", "create", "--name", "deployed", "--store", gcs_store_url).stdout.split()[-1]
+    port = free_port()
+    container = docker_client.containers.run(
+        new_image,
+        detach=True,
+        network_mode="host",
+        environment={"PORT": str(port), "HARNESS_RUN_STORE": gcs_store_url, **fake_gcs.env},
+        labels=docker_labels,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        status: int | None = None
+        health: Any = None
+        while time.monotonic() < deadline:
+            try:
+                status, health = _get(f"http://127.0.0.1:{port}/healthz")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                container.reload()
+                assert container.status in ("created", "running"), container.logs().decode()[-2000:]
+                await asyncio.sleep(0.5)
+        assert status == 200, container.logs().decode()[-2000:]
+        assert health["engines"] == ["team-agent"]
+        assert _get(f"http://127.0.0.1:{port}/v1/engines")[0] == 401
+        status, engines = _get(f"http://127.0.0.1:{port}/v1/engines", key)
+        assert status == 200 and [e["name"] for e in engines["engines"]] == ["team-agent"]
+        assert engines["engines"][0]["spec"]["env"] == {"LOG_LEVEL": "debug"}
+
+        # a real turn: the image's own claude, run by the served engine, against the scripted model
+        scripted_model.add(text("served from the image"))
+        engine = harness_run.connect(f"http://127.0.0.1:{port}", api_key=key)
+        session = engine.start_session()
+        secrets = {"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "scripted-test-key"}
+        result = await session.run("hello", secrets=secrets)
+        assert not result.is_error, (result.error, container.logs().decode()[-2000:])
+        assert result.text == "served from the image"
+        await engine.aclose()
+    finally:
+        container.remove(force=True)
