@@ -87,10 +87,29 @@ class WorkspaceLock:
             return False
         os.ftruncate(fd, 0)
         os.pwrite(fd, self.owner.encode(), 0)
-        now = time.time()
-        os.utime(fd, (now, now))  # the workspace's last use (retention counts from it)
         self._fd = fd
         return True
+
+    def busy(self) -> bool:
+        """Whether a turn holds the lock now (a look: nothing is written)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def last_used(self) -> float | None:
+        """When a turn last released the lock (the file's mtime), None when it was never taken."""
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return None
 
     def holder(self) -> str:
         """Who holds it, as its owner wrote (empty when unknown)."""
@@ -115,5 +134,7 @@ class WorkspaceLock:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
+            now = time.time()
+            os.utime(fd, (now, now))  # the workspace's last use: retention counts from it
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

@@ -13,13 +13,15 @@ from urllib.parse import urlsplit
 
 class GitHttpServer:
     """Serves the bare repositories under ``root``; every request needs ``x-access-token:<token>``
-    as Basic auth (else 401). ``authorized`` / ``refused`` count the requests."""
+    as Basic auth (else 401). ``authorized`` / ``refused`` count the requests, ``upload_pack_bytes``
+    the bytes of the ``git-upload-pack`` answers (what clones and fetches download)."""
 
     def __init__(self, root: Path, token: str) -> None:
         self.root = root
         self.expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
         self.authorized = 0
         self.refused = 0
+        self.upload_pack_bytes = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,6 +85,8 @@ class GitHttpServer:
         request.send_response(status)
         for key, value in headers:
             request.send_header(key, value)
+        if parts.path.endswith("/git-upload-pack"):
+            self.upload_pack_bytes += len(payload)
         request.send_header("Content-Length", str(len(payload)))
         request.end_headers()
         request.wfile.write(payload)
@@ -98,6 +102,7 @@ def make_bare_repo(root: Path, name: str, files: dict[str, str]) -> Path:
     work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
     for rel, content in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(content)
     git(work, "add", "-A")
     git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
