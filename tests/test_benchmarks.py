@@ -99,3 +99,18 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+@pytest.mark.harness
+def test_workspace_pool_benchmark_prints_clone_and_pooled_times() -> None:
+    out = _run("workspace_pool.py", "--smoke")
+    for label in (
+        "clone_ms",
+        "pooled_ms",
+        "fresh_start_ms",
+        "pooled_start_ms",
+        "fresh_turn_ms",
+        "pooled_turn_ms",
+    ):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+    assert re.search(r"^ratio clone / pooled: [0-9.]+$", out, re.MULTILINE), out

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, RepoSource, SessionConfig, WorkspaceOptions, local
 from harness_run.cli import main
@@ -23,7 +24,6 @@ from harness_run.spec import GitOptions
 from harness_run.store import SqliteStore
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from ._git_http import GitHttpServer, make_bare_repo
 from ._helpers import MODEL, model_secrets, workspace_of
 from .conftest import EngineFactory
 
@@ -219,7 +219,7 @@ def test_host_directories_that_cannot_be_workspaces_are_refused(
         str(workdir / "sessions"): "overlaps harness-run's workdir",
     }
     for host_dir, why in cases.items():
-        with pytest.raises(UsageError, match="workspace.host_dir") as caught:
+        with pytest.raises(UsageError, match=r"workspace\.host_dir") as caught:
             engine.start_session({"workspace": {"host_dir": host_dir}})
         assert why in str(caught.value), (host_dir, str(caught.value))
     assert engine.list_sessions() == []  # nothing stored for a refused session

@@ -1,4 +1,5 @@
-"""A git smart-HTTP server on 127.0.0.1 (``git http-backend`` behind a token check) for clone/push tests."""
+"""A git smart-HTTP server on 127.0.0.1 (``git http-backend`` behind a token check) for clone/push
+tests and benchmarks (test infrastructure: not part of the library)."""
 
 from __future__ import annotations
 
