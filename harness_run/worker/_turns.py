@@ -28,7 +28,7 @@ from harness_run.errors import (
 )
 from harness_run.events import AgentEvent
 from harness_run.runtime import Run, Session
-from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
+from harness_run.runtime.local import LocalEngine, Workspaces
 from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
 from harness_run.security import secret_values
 from harness_run.spec import AgentSpec, LocalSkill, TurnConfig
@@ -282,7 +282,7 @@ class Worker:
     def _restore_for_exec(self, record: SessionRecord) -> None:
         """``exec`` on a sandbox that has not run this session yet sees the latest workspace."""
         self._drop_stale_workspace(record)
-        paths = SessionPaths(self.workdir / "sessions" / record.session_id)
+        paths = Workspaces(self.workdir).paths(record.session_id, record.config, self.spec.name)
         snapshot = record.snapshot
         if paths.workspace.exists() or snapshot is None or not snapshot.workspace:
             return

@@ -33,6 +33,9 @@ RULES = [
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
     Rule(match="read the file", reply=Reply.shell("cat out.txt")),
     Rule(match="just answer", reply=Reply.text("plain answer")),
+    Rule(match="slow A", reply=Reply.shell("echo A-start >> log.txt; sleep 1; echo A-end >> log.txt")),
+    Rule(match="slow B", reply=Reply.shell("echo B-start >> log.txt; sleep 1; echo B-end >> log.txt")),
+    Rule(match="mark the project", reply=Reply.shell("cat README.md > seen.txt")),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 LABEL_SESSION = "harness-run.dev/session"
@@ -138,10 +141,11 @@ async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engin
     assert who.exit_code == 0, who.stderr
     uid, workspace, content = who.stdout.split()
     assert (uid, content) == ("1000", "hello-from-turn-1")
-    assert workspace.endswith(f"/sessions/{session.session_id}/workspace")
-    assert not await asyncio.to_thread(Path(workspace).exists)  # the container's filesystem, not ours
-    local_workspace = setup.workdir / "sessions" / session.session_id
-    assert not await asyncio.to_thread(local_workspace.exists)  # nor the local runtime's
+    assert workspace == f"/var/lib/harness-run/store/sessions/{session.session_id}/workspace"
+    # the workspace lives in the host's workdir (mounted with the store): it outlives the container
+    on_host = setup.workdir / "sessions" / session.session_id / "workspace"
+    assert (await asyncio.to_thread((on_host / "out.txt").read_text)) == "hello-from-turn-1\n"
+    assert (await asyncio.to_thread(on_host.stat)).st_uid == 1000  # written by the image's user
     assert [t.turn for t in session.history()] == [1, 2]
 
 
@@ -161,7 +165,7 @@ async def test_history_survives_a_new_engine_and_the_next_turn_resumes(setup: Se
         run = reattached.send("now read the file back", secrets=model_secrets(setup.model))
         second = await run
         assert not second.is_error, second.error
-        assert "hello-from-turn-1" in _tool_outputs(run.events)  # a new container, from the snapshot
+        assert "hello-from-turn-1" in _tool_outputs(run.events)  # a new container, the same workspace
         assert [t.turn for t in reattached.history()] == [1, 2]
     finally:
         await again.aclose()
@@ -210,3 +214,33 @@ def test_isolation_errors_and_light_import(tmp_path: Path) -> None:
     dead = docker.DockerClient(base_url=f"unix://{tmp_path}/no-docker.sock", version="1.41", timeout=2)
     with pytest.raises(InfrastructureError, match=r"no Docker engine answers .*start Docker"):
         local.deploy(spec(), workdir=tmp_path, isolation="container", docker_client=dead)
+
+
+async def test_host_directories_are_bind_mounted_and_shared_workspaces_take_turns(
+    setup: Setup, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("mine\n")
+    os.chown(project, 1000, 1000)  # the container's user writes into it
+    eng = setup.deploy(idle_ttl=600)
+    try:
+        mapped = eng.start_session({"workspace": {"host_dir": str(project)}})
+        done = await mapped.run("mark the project", secrets=model_secrets(setup.model))
+        assert not done.is_error, done.error
+        assert (project / "seen.txt").read_text() == "mine\n"  # the agent worked in our directory
+        a = eng.start_session({"workspace": {"mode": "shared"}})
+        b = eng.start_session({"workspace": {"mode": "shared"}})
+        secrets = model_secrets(setup.model)
+        ra, rb = await asyncio.gather(a.run("slow A", secrets=secrets), b.run("slow B", secrets=secrets))
+        assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+        assert setup.containers(a.session_id) and setup.containers(b.session_id)  # two containers
+        log = setup.workdir / "shared" / "ctr" / "_default" / "workspace" / "log.txt"
+        lines = log.read_text().split()
+        first, second = lines[0][0], "B" if lines[0][0] == "A" else "A"
+        assert lines == [f"{first}-start", f"{first}-end", f"{second}-start", f"{second}-end"]
+        waited = b if first == "A" else a
+        steps = [e.step for e in waited.events() if e.type == "setup"]
+        assert any(s.startswith("waiting for the workspace") for s in steps), steps
+    finally:
+        await eng.aclose()
