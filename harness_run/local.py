@@ -56,7 +56,7 @@ def deploy(
     (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are removed after
     ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
 
-    ``pool_after`` (process isolation): a new session on a (remote, branch) takes over the workspace
+    ``pool_after``: a new session on a (remote, branch) takes over the workspace
     of an earlier session on it, instead of cloning, once that one has been idle this many seconds
     (and nothing in it would be lost); see docs/workspaces.md.
     """
@@ -74,6 +74,7 @@ def deploy(
             idle_ttl=idle_ttl,
             labels=labels,
             progress=progress,
+            pool_after=pool_after,
         )
     if isolation != "process":
         raise UsageError(f"isolation must be one of {list(_ISOLATIONS)}, not {isolation!r}")
@@ -112,7 +113,9 @@ def get_engine(
         from harness_run.runtime.container import docker_client as client_of
         from harness_run.runtime.container import engine_for, share_store
 
-        return engine_for(record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl)
+        return engine_for(
+            record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl, pool_after=pool_after
+        )
     return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, pool_after=pool_after)
 
 

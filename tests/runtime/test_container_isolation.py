@@ -19,11 +19,14 @@ from typing import Any
 
 import pytest
 
-from harness_run import AgentSpec, Engine, local
+from harness_run import AgentSpec, Engine, RepoSource, local
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.events import ToolResultEvent
 from harness_run.runtime.container import ContainerEngine
+from harness_run.spec import GitOptions
 from harness_run.testing import Reply, Rule, ScriptedModel
+
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from ._helpers import MODEL, model_secrets
 
@@ -36,6 +39,10 @@ RULES = [
     Rule(match="slow A", reply=Reply.shell("echo A-start >> log.txt; sleep 1; echo A-end >> log.txt")),
     Rule(match="slow B", reply=Reply.shell("echo B-start >> log.txt; sleep 1; echo B-end >> log.txt")),
     Rule(match="mark the project", reply=Reply.shell("cat README.md > seen.txt")),
+    Rule(
+        match="pool first",
+        reply=Reply.shell("echo a > app/a.txt && mkdir -p app/.cache && echo warm > app/.cache/deps"),
+    ),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 LABEL_SESSION = "harness-run.dev/session"
@@ -244,3 +251,42 @@ async def test_host_directories_are_bind_mounted_and_shared_workspaces_take_turn
         assert any(s.startswith("waiting for the workspace") for s in steps), steps
     finally:
         await eng.aclose()
+
+
+async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_from_another_container(
+    setup: Setup, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{os.urandom(6).hex()}"
+    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n", ".gitignore": ".cache/\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        pooled = AgentSpec(
+            name="ctr-pool",
+            harness="claude-code",
+            model=MODEL,
+            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
+            git=GitOptions(commit="after_turn", push=True),
+        )
+        options = {**setup.options, "idle_ttl": 600}
+        eng = local.deploy(pooled, workdir=setup.workdir, isolation="container", pool_after=0, **options)
+        try:
+            secrets = {**model_secrets(setup.model), "GH_TOKEN": token}
+            first = eng.start_session(branch="feat/c", base_branch="main")
+            r1 = await first.run("pool first", secrets=secrets)
+            assert not r1.is_error and r1.pushed_ref == "refs/heads/feat/c", r1.error
+            second = eng.start_session(branch="feat/c")
+            r2 = await second.run("just answer", secrets=secrets)
+            assert not r2.is_error, r2.error
+            steps = [e.step for e in second.events() if e.type == "setup"]
+            assert any(f"reusing the idle workspace of session {first.session_id}" in s for s in steps), steps
+            assert not any(s.startswith("cloning") for s in steps), steps
+            mine = setup.workdir / "sessions" / second.session_id / "workspace" / "app"
+            assert (mine / ".cache" / "deps").read_text() == "warm\n"  # warm, from the other container
+            assert not (setup.workdir / "sessions" / first.session_id / "workspace").exists()
+            names = {c.name for c in setup.containers(first.session_id) + setup.containers(second.session_id)}
+            assert len(names) == 2  # each session in its own container
+            assert {r.session_id for r in eng.sessions(branch="feat/c")} == {
+                first.session_id,
+                second.session_id,
+            }
+        finally:
+            await eng.aclose()

@@ -129,6 +129,7 @@ def deploy_container(
     claim_timeout: float = 120.0,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    pool_after: float | None = None,
 ) -> ContainerEngine:
     """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
     workdir's store and return the engine."""
@@ -160,6 +161,7 @@ def deploy_container(
         idle_ttl=idle_ttl,
         claim_timeout=claim_timeout,
         labels=labels,
+        pool_after=pool_after,
     )
 
 
@@ -173,6 +175,7 @@ def engine_for(
     idle_ttl: float = 60.0,
     claim_timeout: float = 120.0,
     labels: Mapping[str, str] | None = None,
+    pool_after: float | None = None,
 ) -> ContainerEngine:
     """The engine of a recorded container version (its image is ``harness-run/<name>:<short>``)."""
     from harness_run.compiler import SHORT_DIGEST_LEN
@@ -186,6 +189,7 @@ def engine_for(
         claim_timeout=claim_timeout,
         network_mode=network_mode,
         labels=labels,
+        env={"HARNESS_RUN_POOL_AFTER": repr(float(pool_after))} if pool_after is not None else None,
     )
     return ContainerEngine(record, store=store, claims=pool)
 
