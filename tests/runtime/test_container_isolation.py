@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, Engine, RepoSource, local
 from harness_run.errors import InfrastructureError, UsageError
@@ -25,8 +26,6 @@ from harness_run.events import ToolResultEvent
 from harness_run.runtime.container import ContainerEngine
 from harness_run.spec import GitOptions
 from harness_run.testing import Reply, Rule, ScriptedModel
-
-from testkit.git_http import GitHttpServer, make_bare_repo
 
 from ._helpers import MODEL, model_secrets
 
