@@ -11,13 +11,18 @@ Two measures, one labelled number per line, medians of ``--runs``:
   ``session.run()`` to its ``started`` event (``*_start_ms``: workspace + CLI start) and to the
   result (``*_turn_ms``).
 
-    python benchmarks/workspace_pool.py [--files 2000] [--runs 3] [--smoke]
+With ``--container`` the whole-turn measure runs on the container runtime too (each session in its
+own container of the compiled image; needs DOCKER_HOST, the base image and PIP_CERT, as the docker
+tests): there the pooled workspace is taken over from another session's container.
+
+    python benchmarks/workspace_pool.py [--files 2000] [--runs 3] [--smoke] [--container]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -77,7 +82,22 @@ def workspace_step(url: str, token: str, runs: int) -> tuple[list[float], list[f
     return clone, pooled
 
 
-async def first_turns(url: str, token: str, model_url: str, runs: int) -> dict[str, list[float]]:
+def _container_options() -> dict[str, object]:
+    ca = os.environ.get("PIP_CERT")
+    if not os.environ.get("DOCKER_HOST") or not ca:
+        raise SystemExit("--container needs DOCKER_HOST and PIP_CERT (see TESTING.md, docker tests)")
+    return {
+        "isolation": "container",
+        "base_image": os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
+        "ca_files": [ca],
+        "network_mode": "host",
+        "idle_ttl": 600.0,
+    }
+
+
+async def first_turns(
+    url: str, token: str, model_url: str, runs: int, container: bool = False
+) -> dict[str, list[float]]:
     """Whole first turns of new sessions: fresh clone vs a taken-over idle workspace."""
     spec = AgentSpec(
         name="bench-pool", harness="claude-code", model=MODEL, repos=[RepoSource.git(url, auth="T")]
@@ -86,7 +106,9 @@ async def first_turns(url: str, token: str, model_url: str, runs: int) -> dict[s
     out: dict[str, list[float]] = {
         k: [] for k in ("fresh_start", "fresh_turn", "pooled_start", "pooled_turn")
     }
-    async with local.deploy(spec, workdir=scratch("turns-"), pool_after=0) as engine:
+    options = _container_options() if container else {}
+    engine = local.deploy(spec, workdir=scratch("turns-"), pool_after=0, **options)  # pyright: ignore[reportArgumentType]
+    async with engine:
         for run in range(runs):
             for kind in ("fresh", "pooled"):
                 session = engine.start_session(branch=f"feat/turn-{run}", base_branch="main")
@@ -114,6 +136,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="200 files, one run")
+    parser.add_argument("--container", action="store_true", help="also whole turns on the container runtime")
     args = parser.parse_args()
     files, runs = (200, 1) if args.smoke else (args.files, args.runs)
     token = f"bench-{uuid.uuid4().hex[:12]}"
@@ -124,6 +147,11 @@ def main() -> None:
         clone, pooled = workspace_step(url, token, runs)
         with scripted_model() as model_url:
             turns = asyncio.run(first_turns(url, token, model_url, runs))
+            boxed = (
+                asyncio.run(first_turns(url, token, model_url, runs, container=True))
+                if args.container
+                else None
+            )
     med = statistics.median
     print(f"files {files}")
     print(f"runs {runs}")
@@ -134,6 +162,12 @@ def main() -> None:
         print(f"{kind}_start_ms {med(turns[f'{kind}_start']):.1f}")
         print(f"{kind}_turn_ms {med(turns[f'{kind}_turn']):.1f}")
     print(f"ratio start fresh / pooled: {med(turns['fresh_start']) / med(turns['pooled_start']):.1f}")
+    if boxed is not None:
+        for kind in ("fresh", "pooled"):
+            print(f"container_{kind}_start_ms {med(boxed[f'{kind}_start']):.1f}")
+            print(f"container_{kind}_turn_ms {med(boxed[f'{kind}_turn']):.1f}")
+        ratio = med(boxed["fresh_start"]) / med(boxed["pooled_start"])
+        print(f"ratio container start fresh / pooled: {ratio:.1f}")
 
 
 if __name__ == "__main__":
