@@ -178,6 +178,35 @@ async def test_a_workspace_with_unsaved_work_or_in_recent_use_is_not_lent(
 
 
 @pytest.mark.harness
+async def test_two_new_sessions_racing_for_one_idle_workspace_one_takes_it_the_other_clones(
+    model: ScriptedModel, workdir: Path, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        spec = AgentSpec(
+            name="pool",
+            harness="claude-code",
+            model=MODEL,
+            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
+        )
+        secrets = {**model_secrets(model), "GH_TOKEN": token}
+        model.add(Rule(match="look", reply=text("looked")))
+        engine = local.deploy(spec, workdir=workdir, pool_after=0)
+        donor = engine.start_session()
+        assert not (await donor.run("look", secrets=secrets)).is_error
+        a, b = engine.start_session(), engine.start_session()
+        ra, rb = await asyncio.gather(a.run("look", secrets=secrets), b.run("look", secrets=secrets))
+        assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+        took = [s for s in (a, b) if any(f"session {donor.session_id}" in x for x in _steps(s))]
+        cloned = [s for s in (a, b) if any(x.startswith("cloning") for x in _steps(s))]
+        assert len(took) == 1 and len(cloned) == 1 and took != cloned, (_steps(a), _steps(b))
+        assert (workspace_of(engine, a.session_id) / "app" / "README.md").exists()
+        assert (workspace_of(engine, b.session_id) / "app" / "README.md").exists()
+        engine.close()
+
+
+@pytest.mark.harness
 async def test_a_host_directory_is_used_in_place_and_survives_delete_and_prune(
     model: ScriptedModel, make_engine: EngineFactory, workdir: Path, tmp_path: Path
 ) -> None:
