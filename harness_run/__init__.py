@@ -26,6 +26,7 @@ from harness_run.spec import (
     SkillSource,
     SystemPrompt,
     TurnConfig,
+    WorkspaceOptions,
 )
 from harness_run.vocab.version import __version__
 
@@ -47,7 +48,7 @@ __all__ = [
     "SystemPrompt",
 ]
 # its overlays, per session and per turn
-__all__ += ["SessionConfig", "TurnConfig"]
+__all__ += ["SessionConfig", "TurnConfig", "WorkspaceOptions"]
 # Engine -> Session -> Run (imported on first use)
 __all__ += ["Engine", "Run", "RunResult", "Session"]
 # a team server's engines (harness-run serve)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from harness_run.errors import UsageError
 from harness_run.events import RunResult
 from harness_run.runtime import Engine
-from harness_run.runtime.local import LocalEngine, default_workdir, resolve_workdir
+from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, default_workdir, resolve_workdir
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
 from harness_run.store import SqliteStore
 
@@ -42,6 +42,7 @@ def deploy(
     idle_ttl: float = 60.0,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    pool_after: float = DEFAULT_POOL_AFTER,
 ) -> Engine:
     """An :class:`~harness_run.Engine` for ``spec`` on this machine (close it with ``async with``,
     ``with``, ``await engine.aclose()`` or ``engine.close()``).
@@ -54,6 +55,10 @@ def deploy(
     it, through the in-image worker as on Agent Sandbox; the containers use ``network_mode``
     (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are removed after
     ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
+
+    ``pool_after``: a new session on a (remote, branch) takes over the workspace
+    of an earlier session on it, instead of cloning, once that one has been idle this many seconds
+    (and nothing in it would be lost); see docs/workspaces.md.
     """
     if isolation == "container":
         from harness_run.runtime.container import deploy_container
@@ -69,6 +74,7 @@ def deploy(
             idle_ttl=idle_ttl,
             labels=labels,
             progress=progress,
+            pool_after=pool_after,
         )
     if isolation != "process":
         raise UsageError(f"isolation must be one of {list(_ISOLATIONS)}, not {isolation!r}")
@@ -78,6 +84,7 @@ def deploy(
         claude_binary=claude_binary,
         codex_binary=codex_binary,
         opencode_binary=opencode_binary,
+        pool_after=pool_after,
     )
 
 
@@ -88,6 +95,7 @@ def get_engine(
     version: str | None = None,
     docker_client: Any = None,
     idle_ttl: float = 60.0,
+    pool_after: float = DEFAULT_POOL_AFTER,
 ) -> Engine:
     """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process), or its
     ``version`` (a digest); in containers when that was deployed with ``isolation="container"`` (on
@@ -105,8 +113,10 @@ def get_engine(
         from harness_run.runtime.container import docker_client as client_of
         from harness_run.runtime.container import engine_for, share_store
 
-        return engine_for(record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl)
-    return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root)
+        return engine_for(
+            record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl, pool_after=pool_after
+        )
+    return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, pool_after=pool_after)
 
 
 def run(

@@ -117,3 +117,18 @@ def test_server_deploy_benchmark_prints_timings() -> None:
     out = _run("server_deploy.py", "--smoke")
     for label in ("compile_server_ms", "cloudrun_noop_ms", "key_check_gcs_ms", "key_check_gcs_cached_ms"):
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+def test_workspace_pool_benchmark_prints_clone_and_pooled_times() -> None:
+    out = _run("workspace_pool.py", "--smoke")
+    for label in (
+        "clone_ms",
+        "pooled_ms",
+        "fresh_start_ms",
+        "pooled_start_ms",
+        "fresh_turn_ms",
+        "pooled_turn_ms",
+    ):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+    assert re.search(r"^ratio clone / pooled: [0-9.]+$", out, re.MULTILINE), out

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from harness_run.cli._options import add_workdir
-from harness_run.errors import SessionNotFoundError, UsageError
+from harness_run.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
     from harness_run.events import AgentEvent
@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
     actions = sessions.add_subparsers(dest="action", metavar="{prune}")
     prune = actions.add_parser("prune", help="list (and with --yes remove) idle local workspaces")
     prune.add_argument(
-        "--older-than", default="7d", help="idle for at least this long: 90s, 30m, 12h, 7d (default 7d)"
+        "--older-than",
+        help="idle for at least this long: 90s, 30m, 12h, 7d (default: $HARNESS_RUN_WORKSPACE_TTL, else 7d)",
     )
     prune.add_argument("--history", action="store_true", help="also delete their sessions' history")
     prune.add_argument("--yes", action="store_true", help="remove them (without it: only list them)")
@@ -70,28 +71,17 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def _age(text: str) -> float:
-    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
-    try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise UsageError(f"--older-than {text!r} is not a duration; write it like 90s, 30m, 12h or 7d")
-    return value
-
-
 def _prune(args: argparse.Namespace) -> int:
-    from harness_run.runtime.local import idle_workspaces, prune_workspaces
+    from harness_run.runtime.local import idle_workspaces, parse_age, prune_workspaces, workspace_ttl
 
-    older_than = _age(args.older_than)
+    if args.older_than is not None:
+        older_than, text = parse_age(args.older_than), args.older_than
+    else:
+        older_than, text = workspace_ttl()
     store = _store(args)
     found = idle_workspaces(store.root, store, older_than)
     if not found:
-        print(f"no local workspace idle for {args.older_than} or more in {store.root}")
+        print(f"no local workspace idle for {text} or more in {store.root}")
         return 0
     verb = "removing" if args.yes else "would remove"
     for entry in found:

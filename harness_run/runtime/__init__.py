@@ -8,6 +8,7 @@ from harness_run.runtime._process import kill_tree
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
 from harness_run.runtime._transcript import Transcript, TranscriptEntry, load_transcript
+from harness_run.runtime._workspace import WorkspaceLock, check_workspace, resolve_host_dir
 
 __all__ = [
     "Engine",
@@ -17,6 +18,9 @@ __all__ = [
     "Session",
     "Transcript",
     "TranscriptEntry",
+    "WorkspaceLock",
+    "check_workspace",
     "kill_tree",
     "load_transcript",
+    "resolve_host_dir",
 ]

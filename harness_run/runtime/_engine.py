@@ -27,7 +27,8 @@ from harness_run.runtime._session import (
     create_session,
     with_branch,
 )
-from harness_run.spec import AgentSpec, SessionConfig
+from harness_run.runtime._workspace import check_workspace
+from harness_run.spec import AgentSpec, SessionConfig, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord
 
 __all__ = ["Engine", "EngineBase"]
@@ -50,7 +51,8 @@ class Engine(Protocol):
       not a UUID or already exists is refused (``SpecError``/``UsageError``) before anything is stored.
     - ``get_session(session_id)`` re-attaches to a stored session, from any process (raises
       ``SessionNotFoundError`` naming ``list_sessions()`` when this engine has none by that id).
-    - ``list_sessions()``: this engine's session records (all versions); ``versions()``: its
+    - ``list_sessions()``: this engine's session records (all versions); ``sessions(branch=)``: the
+      same, only those working on ``branch`` when it is given; ``versions()``: its
       deployed versions, oldest first. ``delete_session(session_id)`` removes a session's
       workspace, checkpoints and history (refused while a turn runs; local runtime only for now).
     - ``await aclose()`` stops the turns running in this process's sessions (interrupted; each
@@ -78,6 +80,8 @@ class Engine(Protocol):
     def get_session(self, session_id: str) -> Session: ...
 
     def list_sessions(self) -> list[SessionRecord]: ...
+
+    def sessions(self, branch: str | None = None) -> list[SessionRecord]: ...
 
     def delete_session(self, session_id: str, *, force: bool = False) -> None: ...
 
@@ -173,9 +177,43 @@ class EngineBase(ABC):
         self._check_open()
         if branch is not None or base_branch is not None:
             config = with_branch(config, branch, base_branch)
+        config = self._with_workspace(config)
         session = create_session(self, self.name, self.version, config, session_id)
         self._sessions[session.session_id] = session
         return session
+
+    def _with_workspace(self, config: SessionConfig | Mapping[str, Any] | None) -> SessionConfig | None:
+        """``config`` as a SessionConfig with its ``workspace`` checked by the runtime."""
+        if config is None:
+            return None
+        if not isinstance(config, SessionConfig):
+            config = SessionConfig.from_dict(dict(config))
+        if config.workspace is None:
+            return config
+        checked = self._check_workspace(config.workspace)
+        if checked == config.workspace:
+            return config
+        return SessionConfig.from_dict({**config.to_dict(), "workspace": checked.to_dict()})
+
+    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
+        """The session's workspace options as this runtime runs them (host directories resolved), or
+        a UsageError naming the field it cannot honour. By default (runtimes whose sessions run on
+        other machines) a host directory is refused; runtimes on this machine override it."""
+        if options.host_dir is not None:
+            runtime = str(getattr(self, "runtime", type(self).__name__))
+            raise UsageError(
+                f"workspace.host_dir ({options.host_dir!r}) is not available on the {runtime} runtime: "
+                "its sessions run on other machines, which cannot see this one's directories; use "
+                "local.deploy() (in place, or isolation='container': bind-mounted), or put the code in "
+                "a git repository and list it in the spec's repos"
+            )
+        return check_workspace(options, workdir=None)
+
+    def sessions(self, branch: str | None = None) -> list[SessionRecord]:
+        """This engine's sessions in the history store (every version's), oldest first; with
+        ``branch``, only those working on that branch (``SessionConfig.branch``)."""
+        records = self.list_sessions()
+        return records if branch is None else [r for r in records if r.branch == branch]
 
     def delete_session(self, session_id: str, *, force: bool = False) -> None:
         """Remove the session's workspace, checkpoints and history; its ``Session`` refuses work after.

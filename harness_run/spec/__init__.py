@@ -26,6 +26,7 @@ from harness_run.spec._values import (
     StdioMcpServer,
     SystemPrompt,
 )
+from harness_run.spec._workspace import WorkspaceMode, WorkspaceOptions
 
 __all__ = [
     "DEPLOY_ONLY_FIELDS",
@@ -51,6 +52,8 @@ __all__ = [
     "StdioMcpServer",
     "SystemPrompt",
     "TurnConfig",
+    "WorkspaceMode",
+    "WorkspaceOptions",
     "check_prompt",
     "effective_spec",
     "is_reserved_env_name",

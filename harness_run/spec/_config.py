@@ -20,6 +20,7 @@ from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema
 from harness_run.spec._types import Duration, GitRef, ModelBaseUrl, ModelId, OutputSchemaField, ToolName
 from harness_run.spec._values import SystemPrompt
+from harness_run.spec._workspace import WorkspaceOptions
 
 __all__ = ["DEPLOY_ONLY_FIELDS", "SessionConfig", "TurnConfig", "effective_spec"]
 
@@ -45,7 +46,7 @@ DEPLOY_ONLY_FIELDS: frozenset[str] = frozenset(
 # Spec fields that may be None (limits, schema, …): an explicit None in an overlay clears them. For the
 # others (model, harness, prompt, tools, timeout …) an explicit None means "inherit", like leaving it out.
 _CLEARABLE: frozenset[str] = frozenset(n for n, f in AgentSpec.model_fields.items() if f.default is None)
-_SESSION_ONLY: frozenset[str] = frozenset({"branch", "base_branch"})
+_SESSION_ONLY: frozenset[str] = frozenset({"branch", "base_branch", "workspace"})
 """Session fields that are not spec fields: the runtime reads them from ``session.config``."""
 
 
@@ -101,6 +102,9 @@ class SessionConfig(_Overlay):
     """The branch the session works on (in the spec's first repo): checked out, or created from
     ``base_branch`` when the remote does not have it. Also ``engine.start_session(branch=...)``."""
     base_branch: GitRef | None = None
+    workspace: WorkspaceOptions | None = None
+    """Where the session works: its own workspace (default), one shared by the engine's sessions,
+    or a host directory in place (:class:`WorkspaceOptions`)."""
 
     @model_validator(mode="after")
     def _base_needs_branch(self) -> Self:
@@ -130,6 +134,7 @@ class SessionConfig(_Overlay):
             harness: Harness | None = None,
             branch: str | None = None,
             base_branch: str | None = None,
+            workspace: WorkspaceOptions | Mapping[str, Any] | None = None,
         ) -> None: ...
 
 

@@ -94,6 +94,12 @@ class SessionRecord(_Record):
     pushed_ref: str | None = None
     """The remote ref that commit was pushed to."""
 
+    @property
+    def branch(self) -> str | None:
+        """The branch the session works on (``SessionConfig.branch``), if it names one."""
+        value = self.config.get("branch")
+        return value if isinstance(value, str) else None
+
 
 class TurnRecord(_Record):
     session_id: str

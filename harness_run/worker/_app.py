@@ -294,7 +294,9 @@ async def serve(
     imported = time.monotonic() - started
     spec = load_spec(settings)
     store = await asyncio.to_thread(open_history_store, settings.store_url)
-    worker = Worker(spec, store, settings.workdir, image_root=settings.image_root)
+    worker = Worker(
+        spec, store, settings.workdir, image_root=settings.image_root, pool_after=settings.pool_after
+    )
     _warm_up()
     runner = web.AppRunner(
         make_app(worker, settings), handle_signals=False, access_log=None, shutdown_timeout=3.0

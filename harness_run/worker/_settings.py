@@ -29,6 +29,8 @@ class WorkerSettings:
     digest: str | None
     image_root: Path | None = None
     """``$HARNESS_RUN_ROOT`` when set (inside the compiled image): staged skills, installed packages."""
+    pool_after: float | None = None
+    """``$HARNESS_RUN_POOL_AFTER``: seconds before an idle workspace is lent (``LocalEngine``)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -47,6 +49,15 @@ class WorkerSettings:
             raise UsageError(f"HARNESS_RUN_WORKER_PORT={raw_port!r} is not a TCP port; use e.g. 8787")
         home = env.get("HOME") or str(Path.home())
         root = env.get("HARNESS_RUN_ROOT", "/opt/harness-run")
+        raw_pool = env.get("HARNESS_RUN_POOL_AFTER", "").strip()
+        try:
+            pool_after = float(raw_pool) if raw_pool else None
+        except ValueError:
+            pool_after = -1.0
+        if pool_after is not None and not pool_after >= 0:
+            raise UsageError(
+                f"HARNESS_RUN_POOL_AFTER={raw_pool!r} is not a number of seconds >= 0; use e.g. 60"
+            )
         token = env.get("HARNESS_RUN_WORKER_TOKEN_SHA256", "").strip().lower() or None
         if token is not None and (len(token) != 64 or any(c not in "0123456789abcdef" for c in token)):
             raise UsageError(
@@ -63,6 +74,7 @@ class WorkerSettings:
             token_sha256=token,
             digest=env.get("HARNESS_RUN_DIGEST", "").strip() or None,
             image_root=Path(env["HARNESS_RUN_ROOT"]) if env.get("HARNESS_RUN_ROOT") else None,
+            pool_after=pool_after,
         )
 
     def expected_token_sha256(self) -> str | None:

@@ -28,7 +28,7 @@ from harness_run.errors import (
 )
 from harness_run.events import AgentEvent
 from harness_run.runtime import Run, Session
-from harness_run.runtime.local import LocalEngine, SessionPaths, Workspaces
+from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, Workspaces
 from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
 from harness_run.security import secret_values
 from harness_run.spec import AgentSpec, LocalSkill, TurnConfig
@@ -187,8 +187,10 @@ class Worker:
         *,
         env: Mapping[str, str] | None = None,
         image_root: Path | None = None,
+        pool_after: float | None = None,
     ) -> None:
         self.spec = image_spec(spec, image_root)
+        self.pool_after = DEFAULT_POOL_AFTER if pool_after is None else pool_after
         self.store = WorkerStore(store)
         self.workdir = workdir
         self.env = dict(os.environ if env is None else env)
@@ -204,7 +206,12 @@ class Worker:
     def _engine(self) -> LocalEngine:
         # the client that reserved a turn (the remote engine) decides about turns left by the dead
         return LocalEngine(
-            self.spec, workdir=self.workdir, store=self.store, turn_env=self._vertex_env, finish_orphans=False
+            self.spec,
+            workdir=self.workdir,
+            store=self.store,
+            turn_env=self._vertex_env,
+            finish_orphans=False,
+            pool_after=self.pool_after,
         )
 
     def _vertex_env(self, spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:
@@ -282,7 +289,7 @@ class Worker:
     def _restore_for_exec(self, record: SessionRecord) -> None:
         """``exec`` on a sandbox that has not run this session yet sees the latest workspace."""
         self._drop_stale_workspace(record)
-        paths = SessionPaths(self.workdir / "sessions" / record.session_id)
+        paths = Workspaces(self.workdir).paths(record.session_id, record.config, self.spec.name)
         snapshot = record.snapshot
         if paths.workspace.exists() or snapshot is None or not snapshot.workspace:
             return

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 
-from harness_run import AgentSpec, Engine, local
+from harness_run import AgentSpec, Engine, RepoSource, local
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.events import ToolResultEvent
 from harness_run.runtime.container import ContainerEngine
+from harness_run.spec import GitOptions
 from harness_run.testing import Reply, Rule, ScriptedModel
 
 from ._helpers import MODEL, model_secrets
@@ -33,6 +35,13 @@ RULES = [
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
     Rule(match="read the file", reply=Reply.shell("cat out.txt")),
     Rule(match="just answer", reply=Reply.text("plain answer")),
+    Rule(match="slow A", reply=Reply.shell("echo A-start >> log.txt; sleep 1; echo A-end >> log.txt")),
+    Rule(match="slow B", reply=Reply.shell("echo B-start >> log.txt; sleep 1; echo B-end >> log.txt")),
+    Rule(match="mark the project", reply=Reply.shell("cat README.md > seen.txt")),
+    Rule(
+        match="pool first",
+        reply=Reply.shell("echo a > app/a.txt && mkdir -p app/.cache && echo warm > app/.cache/deps"),
+    ),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 LABEL_SESSION = "harness-run.dev/session"
@@ -138,10 +147,11 @@ async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engin
     assert who.exit_code == 0, who.stderr
     uid, workspace, content = who.stdout.split()
     assert (uid, content) == ("1000", "hello-from-turn-1")
-    assert workspace.endswith(f"/sessions/{session.session_id}/workspace")
-    assert not await asyncio.to_thread(Path(workspace).exists)  # the container's filesystem, not ours
-    local_workspace = setup.workdir / "sessions" / session.session_id
-    assert not await asyncio.to_thread(local_workspace.exists)  # nor the local runtime's
+    assert workspace == f"/var/lib/harness-run/store/sessions/{session.session_id}/workspace"
+    # the workspace lives in the host's workdir (mounted with the store): it outlives the container
+    on_host = setup.workdir / "sessions" / session.session_id / "workspace"
+    assert (await asyncio.to_thread((on_host / "out.txt").read_text)) == "hello-from-turn-1\n"
+    assert (await asyncio.to_thread(on_host.stat)).st_uid == 1000  # written by the image's user
     assert [t.turn for t in session.history()] == [1, 2]
 
 
@@ -161,7 +171,7 @@ async def test_history_survives_a_new_engine_and_the_next_turn_resumes(setup: Se
         run = reattached.send("now read the file back", secrets=model_secrets(setup.model))
         second = await run
         assert not second.is_error, second.error
-        assert "hello-from-turn-1" in _tool_outputs(run.events)  # a new container, from the snapshot
+        assert "hello-from-turn-1" in _tool_outputs(run.events)  # a new container, the same workspace
         assert [t.turn for t in reattached.history()] == [1, 2]
     finally:
         await again.aclose()
@@ -210,3 +220,72 @@ def test_isolation_errors_and_light_import(tmp_path: Path) -> None:
     dead = docker.DockerClient(base_url=f"unix://{tmp_path}/no-docker.sock", version="1.41", timeout=2)
     with pytest.raises(InfrastructureError, match=r"no Docker engine answers .*start Docker"):
         local.deploy(spec(), workdir=tmp_path, isolation="container", docker_client=dead)
+
+
+async def test_host_directories_are_bind_mounted_and_shared_workspaces_take_turns(
+    setup: Setup, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("mine\n")
+    os.chown(project, 1000, 1000)  # the container's user writes into it
+    eng = setup.deploy(idle_ttl=600)
+    try:
+        mapped = eng.start_session({"workspace": {"host_dir": str(project)}})
+        done = await mapped.run("mark the project", secrets=model_secrets(setup.model))
+        assert not done.is_error, done.error
+        assert (project / "seen.txt").read_text() == "mine\n"  # the agent worked in our directory
+        a = eng.start_session({"workspace": {"mode": "shared"}})
+        b = eng.start_session({"workspace": {"mode": "shared"}})
+        secrets = model_secrets(setup.model)
+        ra, rb = await asyncio.gather(a.run("slow A", secrets=secrets), b.run("slow B", secrets=secrets))
+        assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+        assert setup.containers(a.session_id) and setup.containers(b.session_id)  # two containers
+        log = setup.workdir / "shared" / "ctr" / "_default" / "workspace" / "log.txt"
+        lines = log.read_text().split()
+        first, second = lines[0][0], "B" if lines[0][0] == "A" else "A"
+        assert lines == [f"{first}-start", f"{first}-end", f"{second}-start", f"{second}-end"]
+        waited = b if first == "A" else a
+        steps = [e.step for e in waited.events() if e.type == "setup"]
+        assert any(s.startswith("waiting for the workspace") for s in steps), steps
+    finally:
+        await eng.aclose()
+
+
+async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_from_another_container(
+    setup: Setup, tmp_path: Path
+) -> None:
+    token = f"repo-canary-{os.urandom(6).hex()}"
+    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n", ".gitignore": ".cache/\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        pooled = AgentSpec(
+            name="ctr-pool",
+            harness="claude-code",
+            model=MODEL,
+            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
+            git=GitOptions(commit="after_turn", push=True),
+        )
+        options = {**setup.options, "idle_ttl": 600}
+        eng = local.deploy(pooled, workdir=setup.workdir, isolation="container", pool_after=0, **options)
+        try:
+            secrets = {**model_secrets(setup.model), "GH_TOKEN": token}
+            first = eng.start_session(branch="feat/c", base_branch="main")
+            r1 = await first.run("pool first", secrets=secrets)
+            assert not r1.is_error and r1.pushed_ref == "refs/heads/feat/c", r1.error
+            second = eng.start_session(branch="feat/c")
+            r2 = await second.run("just answer", secrets=secrets)
+            assert not r2.is_error, r2.error
+            steps = [e.step for e in second.events() if e.type == "setup"]
+            assert any(f"reusing the idle workspace of session {first.session_id}" in s for s in steps), steps
+            assert not any(s.startswith("cloning") for s in steps), steps
+            mine = setup.workdir / "sessions" / second.session_id / "workspace" / "app"
+            assert (mine / ".cache" / "deps").read_text() == "warm\n"  # warm, from the other container
+            assert not (setup.workdir / "sessions" / first.session_id / "workspace").exists()
+            names = {c.name for c in setup.containers(first.session_id) + setup.containers(second.session_id)}
+            assert len(names) == 2  # each session in its own container
+            assert {r.session_id for r in eng.sessions(branch="feat/c")} == {
+                first.session_id,
+                second.session_id,
+            }
+        finally:
+            await eng.aclose()

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import RepoSource
 from harness_run.cli import main
@@ -19,7 +20,6 @@ from harness_run.spec import GitOptions
 from harness_run.store import SqliteStore
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from ._git_http import GitHttpServer, make_bare_repo
 from ._helpers import model_secrets, workspace_of
 from .conftest import EngineFactory
 from .test_secrets import store_contents

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from testkit.git_http import GitHttpServer, log, make_bare_repo
 
 from harness_run import AgentSpec, McpServer, RepoSource, Secret, local
 from harness_run.errors import UsageError
@@ -17,7 +18,6 @@ from harness_run.runtime.local._workspace import scrub_git_credentials
 from harness_run.security._secrets import exposed_secrets, git_auth_env, resolve_secrets
 from harness_run.testing import ScriptedModel, error, shell, text
 
-from ._git_http import GitHttpServer, log, make_bare_repo
 from ._harnesses import HARNESS, HARNESSES
 from ._helpers import model_secrets, workspace_of
 from .conftest import EngineFactory

@@ -154,8 +154,8 @@ def test_deploy_only_fields_cover_the_image() -> None:
     } <= DEPLOY_ONLY_FIELDS
     overlay_fields = set(SessionConfig.model_fields) | set(TurnConfig.model_fields)
     assert not overlay_fields & DEPLOY_ONLY_FIELDS
-    # everything else on the spec can be overlaid; a session also picks its branch (not a spec field)
-    session_only = {"branch", "base_branch"}
+    # everything else on the spec can be overlaid; a session also picks its branch and workspace (not spec fields)
+    session_only = {"branch", "base_branch", "workspace"}
     assert set(AgentSpec.model_fields) - DEPLOY_ONLY_FIELDS == set(SessionConfig.model_fields) - session_only
 
 

@@ -11,12 +11,13 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness_run.errors import InfrastructureError, UsageError
+from harness_run.runtime import check_workspace
 from harness_run.runtime.container._pool import ContainerPool
 from harness_run.runtime.remote import WorkerEngine
-from harness_run.spec import AgentSpec
+from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, SqliteStore
 from harness_run.vocab.k8s import AGENT_UID
 from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
@@ -41,6 +42,19 @@ class ContainerEngine(WorkerEngine):
     def __init__(self, record: EngineRecord, *, store: SqliteStore, claims: ContainerPool) -> None:
         super().__init__(record, store=store, claims=claims, owns_store=True)
         self.workdir = store.root
+        claims.mounts_for = self._host_dirs
+
+    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
+        """Host directories (bind-mounted) and shared workspaces (in the host workdir) both work here."""
+        return check_workspace(options, workdir=self.workdir)
+
+    def _host_dirs(self, session_id: str) -> list[Path]:
+        record = self.store.get_session(session_id)
+        workspace: object = record.config.get("workspace") if record is not None else None
+        host_dir = (
+            cast("dict[str, object]", workspace).get("host_dir") if isinstance(workspace, dict) else None
+        )
+        return [Path(host_dir)] if isinstance(host_dir, str) else []
 
     @property
     def image(self) -> str:
@@ -80,7 +94,13 @@ def share_store(root: Path) -> SqliteStore:
     if os.getuid() == AGENT_UID:
         return store
     blobs = root / "blobs"
-    dirs = [root, blobs, *(blobs / f"{i:02x}" for i in range(256))]
+    # the workspaces live there too (the containers' workdir): sessions/, shared/, locks/
+    dirs = [
+        root,
+        blobs,
+        *(blobs / f"{i:02x}" for i in range(256)),
+        *(root / n for n in ("sessions", "shared", "locks")),
+    ]
     files = [root / n for n in ("history.sqlite3", "history.sqlite3-wal", "history.sqlite3-shm")]
     as_root = os.getuid() == 0
     for path in dirs:
@@ -109,6 +129,7 @@ def deploy_container(
     claim_timeout: float = 120.0,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    pool_after: float | None = None,
 ) -> ContainerEngine:
     """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
     workdir's store and return the engine."""
@@ -140,6 +161,7 @@ def deploy_container(
         idle_ttl=idle_ttl,
         claim_timeout=claim_timeout,
         labels=labels,
+        pool_after=pool_after,
     )
 
 
@@ -153,6 +175,7 @@ def engine_for(
     idle_ttl: float = 60.0,
     claim_timeout: float = 120.0,
     labels: Mapping[str, str] | None = None,
+    pool_after: float | None = None,
 ) -> ContainerEngine:
     """The engine of a recorded container version (its image is ``harness-run/<name>:<short>``)."""
     from harness_run.compiler import SHORT_DIGEST_LEN
@@ -166,6 +189,7 @@ def engine_for(
         claim_timeout=claim_timeout,
         network_mode=network_mode,
         labels=labels,
+        env={"HARNESS_RUN_POOL_AFTER": repr(float(pool_after))} if pool_after is not None else None,
     )
     return ContainerEngine(record, store=store, claims=pool)
 

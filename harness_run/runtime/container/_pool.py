@@ -5,7 +5,10 @@ claim starts a container of the engine's image (the ``docker`` SDK, imported laz
 listens on its own free port of 127.0.0.1 (host network) behind a fresh bearer token, with the
 host's SQLite history store bind-mounted in; it is removed after ``idle_ttl`` seconds without a
 turn (the next turn starts another one, which resumes from the store), on ``close()`` and at
-interpreter exit.
+interpreter exit. The workspaces are not the container's: the worker's workdir is the host
+workdir (bind-mounted with the store), so a session's workspace outlives its container, and branch
+pooling, shared workspaces and their locks work across containers as on the host; a session's
+``workspace.host_dir`` is bind-mounted at its own path.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,9 @@ class ContainerPool(HeldClaims):
         self.network_mode = network_mode
         self.labels = dict(labels or {})
         self.env = dict(env or {})
+        self.mounts_for: Callable[[str], list[Path]] | None = None
+        """Host directories a session's container needs (its ``workspace.host_dir``): each is
+        bind-mounted at the same path, read-write."""
 
     async def has_sandbox(self, session_id: str) -> bool:
         return bool(await asyncio.to_thread(self._session_containers, session_id, True))
@@ -145,14 +151,20 @@ class ContainerPool(HeldClaims):
             "HARNESS_RUN_WORKER_PORT": str(port),
             "HARNESS_RUN_WORKER_TOKEN_SHA256": token_sha256,
             "HARNESS_RUN_STORE": STORE_MOUNT,
+            # the workspaces live in the host's workdir too (it is the store's directory): they
+            # outlive the container, are pooled, shared, locked and pruned as on the host
+            "HARNESS_RUN_WORKDIR": STORE_MOUNT,
         }
+        volumes = {str(self.store_dir): {"bind": STORE_MOUNT, "mode": "rw"}}
+        for path in self.mounts_for(session_id) if self.mounts_for is not None else []:
+            volumes[str(path)] = {"bind": str(path), "mode": "rw"}
         name = f"hr-{self.engine[:40]}-{session_id[:8]}-{uuid.uuid4().hex[:6]}"
         kwargs: dict[str, Any] = {
             "detach": True,
             "name": name,
             "network_mode": self.network_mode,
             "environment": env,
-            "volumes": {str(self.store_dir): {"bind": STORE_MOUNT, "mode": "rw"}},
+            "volumes": volumes,
             "labels": {
                 **self.labels,
                 LABEL_ENGINE: self.engine,

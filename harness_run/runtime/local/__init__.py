@@ -7,10 +7,20 @@ from harness_run.runtime.local._engine import (
     spec_version,
     turn_settings,
 )
-from harness_run.runtime.local._prune import IdleWorkspace, idle_workspaces, prune_workspaces
+from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
+from harness_run.runtime.local._prune import (
+    DEFAULT_WORKSPACE_TTL,
+    IdleWorkspace,
+    idle_workspaces,
+    parse_age,
+    prune_workspaces,
+    workspace_ttl,
+)
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, resolve_workdir
 
 __all__ = [
+    "DEFAULT_POOL_AFTER",
+    "DEFAULT_WORKSPACE_TTL",
     "IdleWorkspace",
     "LocalEngine",
     "SessionPaths",
@@ -18,8 +28,10 @@ __all__ = [
     "Workspaces",
     "default_workdir",
     "idle_workspaces",
+    "parse_age",
     "prune_workspaces",
     "resolve_workdir",
     "spec_version",
     "turn_settings",
+    "workspace_ttl",
 ]

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import io
 import json
 import os
 import shutil
-import tarfile
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
@@ -25,9 +23,12 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
+from harness_run.runtime._workspace import WorkspaceLock, check_workspace
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
+from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
+from harness_run.runtime.local._steps import WorkspaceSteps
 from harness_run.runtime.local._workspace import (
     SessionPaths,
     Workspaces,
@@ -35,8 +36,8 @@ from harness_run.runtime.local._workspace import (
     scrub_git_credentials,
 )
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
+from harness_run.spec import AgentSpec, WorkspaceOptions
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
 
@@ -95,7 +96,7 @@ def _warm_up() -> None:
         model.model_rebuild(force=True)
 
 
-class LocalEngine(EngineBase):
+class LocalEngine(WorkspaceSteps, EngineBase):
     """An agent deployed on this machine (an :class:`~harness_run.runtime.Engine`): each turn is a
     harness CLI subprocess in a per-session workspace under ``workdir``; history in its store (the
     workdir's SQLite store unless ``store`` is given; a given store is the caller's to close).
@@ -116,6 +117,7 @@ class LocalEngine(EngineBase):
         opencode_binary: str | None = None,
         turn_env: TurnEnv | None = None,
         finish_orphans: bool = True,
+        pool_after: float = DEFAULT_POOL_AFTER,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -131,6 +133,14 @@ class LocalEngine(EngineBase):
         """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
         self._lease = lease_seconds()
         self._finish_orphans = finish_orphans
+        if pool_after < 0:
+            raise UsageError(
+                f"pool_after={pool_after!r} must be >= 0 seconds "
+                "(0: lend a workspace as soon as its turn ends)"
+            )
+        self.pool_after = pool_after
+        """Seconds a session's workspace must have been idle before a new session on the same
+        (remote, branch) takes it over (see ``runtime/local/_pool.py``)."""
         self._keepers: dict[str, LeaseKeeper] = {}
         self._unstored: dict[tuple[str, int], str] = {}
         """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
@@ -154,13 +164,21 @@ class LocalEngine(EngineBase):
         if record.status == "running":  # the process that ran it is gone
             record = record.model_copy(update={"status": "idle"})
         session = self._adopt(record)
-        finished = self._finish_orphan(session_id, session.spec)
+        finished = self._finish_orphan(session_id, session.spec, record.config)
         if finished is not None:
             session.refresh(finished)
         return session
 
+    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
+        return check_workspace(options, workdir=self.workdir)
+
+    def _paths(self, session_id: str, config: Mapping[str, Any] | None) -> SessionPaths:
+        """The session's paths, from its stored config (its workspace options and branch)."""
+        return self._workspaces.paths(session_id, config, self.name)
+
     def _delete_workspace(self, session_id: str) -> None:
-        """The session's folder (workspace, harness home and native session files) goes."""
+        """The session's folder (its own workspace, harness home and native session files) goes; a
+        shared workspace or a host directory stays."""
         self._on_close.pop(session_id, None)
         shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
 
@@ -171,13 +189,15 @@ class LocalEngine(EngineBase):
 
     # --- turns --------------------------------------------------------------------------------
 
-    def _finish_orphan(self, session_id: str, spec: AgentSpec) -> SessionRecord | None:
+    def _finish_orphan(
+        self, session_id: str, spec: AgentSpec, config: Mapping[str, Any] | None
+    ) -> SessionRecord | None:
         """Finish the session's next turn if the process that reserved it is gone (see ``_lease``);
-        ``spec`` is the session's."""
+        ``spec`` and ``config`` are the session's."""
         if not self._finish_orphans:
             return None
         driver = get_driver(spec.harness)
-        paths = self._workspaces.paths(session_id)
+        paths = self._paths(session_id, config)
 
         def native_exists(native_id: str | None) -> bool:
             probe = TurnContext(
@@ -200,7 +220,7 @@ class LocalEngine(EngineBase):
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         # Reserve synchronously (one winner across processes), so a second sender's send() raises
         # SessionBusyError at once; a turn left by a dead process is finished first.
-        finished = self._finish_orphan(session.session_id, session.spec)
+        finished = self._finish_orphan(session.session_id, session.spec, session.record.config)
         if finished is not None and finished.turns == run.turn:
             session.refresh(finished)
             run.turn = finished.turns + 1  # nothing of this run has been emitted yet
@@ -227,6 +247,18 @@ class LocalEngine(EngineBase):
     async def _turn_body(
         self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper
     ) -> TurnOutcome:
+        """The turn, holding its workspace's lock from before the workspace is prepared until the
+        result is stored: turns in one workspace (shared mode, a host directory) take turns."""
+        paths = self._paths(session.session_id, session.record.config)
+        lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
+        try:
+            return await self._locked_turn(session, run, plan, keeper, lock)
+        finally:
+            lock.release()
+
+    async def _locked_turn(
+        self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper, lock: WorkspaceLock
+    ) -> TurnOutcome:
         spec, secrets = plan.spec, plan.secrets
         if self._turn_env is not None:
             secrets = {**secrets, **self._turn_env(spec, secrets)}
@@ -246,6 +278,16 @@ class LocalEngine(EngineBase):
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
+
+            def waiting(holder: str) -> None:
+                emit(
+                    SetupEvent(
+                        step=f"waiting for the workspace {lock.path.parent}: "
+                        f"{holder or 'another turn'} is using it"
+                    )
+                )
+
+            await lock.acquire(waiting)
             ctx = await self._prepare(record, run, plan, secrets, emit, driver)
             process = TurnProcess(
                 driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
@@ -284,7 +326,7 @@ class LocalEngine(EngineBase):
         """Workspace (made, or restored from the checkpoint), packages, environment and the
         harness's native session files: the turn's context, ready to launch."""
         spec = plan.spec
-        paths = self._workspaces.paths(record.session_id)
+        paths = self._paths(record.session_id, record.config)
         await self._ensure_workspace(record, spec, paths, secrets, emit, driver)
         bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
@@ -328,7 +370,10 @@ class LocalEngine(EngineBase):
                 await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
             if spec.checkpoint and ctx is not None:
                 root = driver.native_root(ctx)
-                snapshot = await asyncio.to_thread(self._checkpoint, ctx, root, native, values, run.turn)
+                host_dir = self._paths(record.session_id, record.config).host_dir
+                snapshot = await asyncio.to_thread(
+                    self._checkpoint, ctx, root, native, values, run.turn, not host_dir
+                )
             pending = run.events[run.flushed :]
             await asyncio.to_thread(self.store.append_events, record.session_id, run.turn, pending)
             run.flushed = max(run.flushed, len(run.events))
@@ -417,7 +462,7 @@ class LocalEngine(EngineBase):
         message = spec.git.render_message(
             engine=self.name, session_id=session_id, turn=turn, branch=branch or ""
         )
-        target = self._workspaces.paths(session_id).workspace / repo.dir_name
+        target = self._paths(session_id, config).workspace / repo.dir_name
         done = deliver(target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms)
         return done if done.error is None else replace(done, error=redact(done.error, forms))
 
@@ -428,7 +473,7 @@ class LocalEngine(EngineBase):
         pending, self._on_close = self._on_close, {}
         for sid, (spec, secrets) in pending.items():
             record = self.store.get_session(sid)
-            if record is None or not self._workspaces.paths(sid).workspace.exists():
+            if record is None or not self._paths(sid, record.config).workspace.exists():
                 continue
             done = self._commit_work(sid, record.config, spec, secrets, record.turns)
             update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
@@ -481,73 +526,6 @@ class LocalEngine(EngineBase):
                 )
         return result.model_copy(update=update)
 
-    # --- workspace, checkpoint, restore ---------------------------------------------------------
-
-    async def _ensure_workspace(
-        self,
-        record: SessionRecord,
-        spec: AgentSpec,
-        paths: SessionPaths,
-        secrets: dict[str, str],
-        emit: Callable[[AgentEvent], None],
-        driver: HarnessDriver,
-    ) -> None:
-        snap = record.snapshot
-        if not paths.workspace.exists() and snap is not None and snap.workspace:
-            emit(SetupEvent(step="restoring the workspace from the checkpoint"))
-            data = self._snapshot(snap.workspace, "workspace", record.session_id)
-            await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
-            paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
-            paths.setup_marker.write_text("restored\n")
-        env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
-        branch = record.config.get("branch")
-        await self._workspaces.prepare(
-            spec,
-            paths,
-            env,
-            secrets,
-            lambda _s, d: emit(SetupEvent(step=d)),
-            driver.skills_dir(paths.workspace, paths.home),
-            (branch, record.config.get("base_branch")) if branch else None,
-        )
-
-    async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:
-        snap = record.snapshot
-        if not record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
-            return
-        data = self._snapshot(snap.native, "conversation", record.session_id)
-        await asyncio.to_thread(Workspaces.restore, data, driver.native_root(ctx))
-
-    def _snapshot(self, key: str, what: str, session_id: str) -> bytes:
-        data = self.store.get_blob(key)
-        if data is None:
-            raise StoreError(
-                f"the {what} snapshot {key} of session {session_id} is missing from the store "
-                f"{self.store!r} (its blob file was deleted); restore the store's blobs from a backup, "
-                "or start a new session"
-            )
-        return data
-
-    def _checkpoint(
-        self, ctx: TurnContext, native_root: Path, native: list[Path], values: list[str], turn: int
-    ) -> SnapshotRef:
-        # as redact(): values and their JSON-escaped forms (transcripts are JSON), none under 4 chars
-        values = secret_forms(values)
-        workspace_key = self.store.put_blob(Workspaces.snapshot(ctx.workspace, values))
-        native_key = None
-        if native:
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
-                for path in native:
-                    data = path.read_bytes()
-                    for value in values:
-                        data = data.replace(value.encode(), b"***")
-                    info = tarfile.TarInfo(path.relative_to(native_root).as_posix())
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-            native_key = self.store.put_blob(buf.getvalue())
-        return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
-
     async def execute_command(
         self,
         session: Session,
@@ -557,7 +535,7 @@ class LocalEngine(EngineBase):
         *,
         max_output: int = DEFAULT_EXEC_OUTPUT,
     ) -> ExecResult:
-        paths = self._workspaces.paths(session.session_id)
+        paths = self._paths(session.session_id, session.record.config)
         paths.create()
         spec = session.spec
         bin_dir = await self._workspaces.package_env(spec, lambda _s, _d: None)  # the agent's packages

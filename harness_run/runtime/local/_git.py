@@ -13,7 +13,7 @@ from pathlib import Path
 from harness_run.errors import RunError, redact
 from harness_run.spec import GitOptions, GitRepo
 
-__all__ = ["Delivery", "branch_exists", "deliver", "git_env"]
+__all__ = ["Delivery", "branch_exists", "deliver", "git_env", "run_git"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +38,12 @@ def git_env(secrets: Mapping[str, str], repo: GitRepo) -> dict[str, str]:
     return env
 
 
-def _git(cwd: Path | None, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def run_git(cwd: Path | None, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``git args`` in ``cwd`` with ``env`` (never raises for git's exit status)."""
     return subprocess.run(["git", *args], cwd=cwd, env=dict(env), capture_output=True, text=True, check=False)
+
+
+_git = run_git
 
 
 def branch_exists(repo: GitRepo, branch: str, secrets: Mapping[str, str]) -> bool:

@@ -16,7 +16,7 @@ import tarfile
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from harness_run.errors import BuildError, RunError, redact
 from harness_run.runtime.local._git import branch_exists
@@ -46,11 +46,30 @@ def resolve_workdir(workdir: str | Path) -> Path:
 
 
 class SessionPaths:
-    def __init__(self, root: Path) -> None:
+    """Where a session's files are: ``root`` (``sessions/<id>``: its harness ``home``, markers) and
+    its ``workspace`` — ``root/workspace`` of its own, a shared one (``shared/<engine>/<branch>/``)
+    or a host directory. ``lock`` is the workspace's :class:`~harness_run.runtime._workspace.WorkspaceLock`
+    file; ``own_workspace`` says whether the workspace is the session's alone (removed with it,
+    lendable to a new session of the same (remote, branch))."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        workspace: Path | None = None,
+        lock: Path | None = None,
+        setup_marker: Path | None = None,
+    ) -> None:
         self.root = root
-        self.workspace = root / "workspace"
+        self.own_workspace = workspace is None
+        self.host_dir = lock is not None and setup_marker is None
+        """The workspace is a directory of the host's (``workspace.host_dir``): used in place, never
+        created, restored or deleted by harness-run."""
+        self.workspace = workspace if workspace is not None else root / "workspace"
         self.home = root / "home"
-        self.setup_marker = root / ".setup-done"
+        self.setup_marker = setup_marker if setup_marker is not None else root / ".setup-done"
+        self.lock = lock if lock is not None else root / ".workspace.lock"
+        self.pool_key = root / ".pool-key"
 
     def create(self) -> None:
         """The session's directories, the owner's only (0700): its home holds the harness's own
@@ -58,8 +77,19 @@ class SessionPaths:
         self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.root.mkdir(mode=0o700, exist_ok=True)
         self.root.chmod(0o700)
-        self.workspace.mkdir(exist_ok=True)
+        if self.host_dir and not self.workspace.is_dir():
+            raise RunError(
+                f"the session's workspace.host_dir {self.workspace} is gone; create it again, or start "
+                "a new session with another directory"
+            )
+        self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.home.mkdir(mode=0o700, exist_ok=True)
+
+
+def _slug(text: str) -> str:
+    """A folder name for ``text`` (a branch): readable part + hash, so distinct names never collide."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40] or "branch"
+    return f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 @contextmanager
@@ -80,8 +110,30 @@ class Workspaces:
         self.workdir = workdir
         self._skill_cache: dict[str, dict[str, StagedFile]] = {}
 
-    def paths(self, session_id: str) -> SessionPaths:
-        return SessionPaths(self.workdir / "sessions" / session_id)
+    def paths(
+        self, session_id: str, config: Mapping[str, Any] | None = None, engine: str = ""
+    ) -> SessionPaths:
+        """The session's paths; ``config`` is its stored ``SessionConfig`` (workspace mode, host
+        directory, branch), ``engine`` its engine's name (shared workspaces are per engine)."""
+        root = self.workdir / "sessions" / session_id
+        raw: object = (config or {}).get("workspace")
+        options: Mapping[str, object] = cast("Mapping[str, object]", raw) if isinstance(raw, Mapping) else {}
+        host_dir = options.get("host_dir")
+        if isinstance(host_dir, str):
+            key = hashlib.sha256(host_dir.encode()).hexdigest()[:16]
+            return SessionPaths(root, workspace=Path(host_dir), lock=self.workdir / "locks" / f"{key}.lock")
+        if options.get("mode") == "shared":
+            branch = (config or {}).get("branch")
+            shared = (
+                self.workdir / "shared" / engine / (_slug(branch) if isinstance(branch, str) else "_default")
+            )
+            return SessionPaths(
+                root,
+                workspace=shared / "workspace",
+                lock=shared / ".lock",
+                setup_marker=shared / ".setup-done",
+            )
+        return SessionPaths(root)
 
     # --- preparation (first turn, or after a restore) ---------------------------------------
 

@@ -27,7 +27,7 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.security import redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec
+from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 
 if TYPE_CHECKING:
@@ -108,6 +108,16 @@ class WorkerEngine(EngineBase):
         """Every deployed version of this engine in the store, oldest first."""
         self._check_open()
         return [e for e in self.store.list_engines(self.name) if e.runtime == self.runtime]
+
+    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
+        options = super()._check_workspace(options)  # host directories: refused unless overridden
+        if options.mode == "shared":
+            raise UsageError(
+                f"workspace.mode='shared' is not available on the {self.runtime} runtime: each session "
+                "runs in a sandbox of its own; use local.deploy() for shared workspaces, or give each "
+                "session its own branch"
+            )
+        return options
 
     async def _release(self) -> None:
         await self.claims.close()

@@ -1,0 +1,159 @@
+"""The local engine's workspace steps: preparing a session's workspace (restored from its
+checkpoint, taken over from an idle session of the same (remote, branch), or made), the harness's
+native session files, and the checkpoint after a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import shutil
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+from harness_run.errors import RunError, StoreError
+from harness_run.events import AgentEvent, SetupEvent
+from harness_run.harness import HarnessDriver, TurnContext
+from harness_run.runtime.local._pool import pool_key, refresh_repo, take_idle_workspace
+from harness_run.runtime.local._workspace import SessionPaths, Workspaces
+from harness_run.security import agent_env, secret_forms
+from harness_run.spec import AgentSpec
+from harness_run.store import HistoryStore, SessionRecord, SnapshotRef
+
+__all__ = ["WorkspaceSteps"]
+
+
+class WorkspaceSteps:
+    """Mixed into :class:`~harness_run.runtime.local.LocalEngine`."""
+
+    spec: AgentSpec
+    store: HistoryStore
+    workdir: Path
+    pool_after: float
+    _workspaces: Workspaces
+
+    async def _ensure_workspace(
+        self,
+        record: SessionRecord,
+        spec: AgentSpec,
+        paths: SessionPaths,
+        secrets: dict[str, str],
+        emit: Callable[[AgentEvent], None],
+        driver: HarnessDriver,
+    ) -> None:
+        snap = record.snapshot
+        if not paths.workspace.exists() and snap is not None and snap.workspace:
+            emit(SetupEvent(step="restoring the workspace from the checkpoint"))
+            data = self._snapshot(snap.workspace, "workspace", record.session_id)
+            await asyncio.to_thread(Workspaces.restore, data, paths.workspace)
+            paths.setup_marker.parent.mkdir(parents=True, exist_ok=True)
+            paths.setup_marker.write_text("restored\n")
+        branch = record.config.get("branch")
+        if not paths.workspace.exists() and paths.own_workspace and spec.repos:
+            await self._take_idle(record, spec, paths, secrets, emit)
+        env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[])
+        await self._workspaces.prepare(
+            spec,
+            paths,
+            env,
+            secrets,
+            lambda _s, d: emit(SetupEvent(step=d)),
+            driver.skills_dir(paths.workspace, paths.home),
+            (branch, record.config.get("base_branch")) if branch else None,
+        )
+        if paths.own_workspace and spec.repos:  # lendable to a later session of this (remote, branch)
+            paths.pool_key.write_text(pool_key(self.spec.name, spec, branch) + "\n")
+
+    async def _take_idle(
+        self,
+        record: SessionRecord,
+        spec: AgentSpec,
+        paths: SessionPaths,
+        secrets: dict[str, str],
+        emit: Callable[[AgentEvent], None],
+    ) -> None:
+        """Branch pooling: take over an idle workspace of the same (remote, branch) instead of
+        cloning, and bring its repos to the remote's state (see ``runtime/local/_pool.py``)."""
+        config = record.config
+        branch = config.get("branch")
+        key = pool_key(self.spec.name, spec, branch)
+        donor = await asyncio.to_thread(
+            take_idle_workspace,
+            self.workdir,
+            key,
+            paths,
+            spec,
+            secrets,
+            self.store.get_session,
+            self.pool_after,
+        )
+        if donor is None:
+            return
+        pair = (branch, config.get("base_branch")) if isinstance(branch, str) else None
+        try:
+            heads = [
+                await asyncio.to_thread(
+                    refresh_repo, paths.workspace / r.dir_name, r, secrets, pair if i == 0 else None
+                )
+                for i, r in enumerate(spec.repos)
+            ]
+        except RunError as exc:
+            await asyncio.to_thread(shutil.rmtree, paths.workspace, True)
+            emit(
+                SetupEvent(
+                    step=f"the idle workspace of session {donor} could not be refreshed ({exc}); cloning"
+                )
+            )
+            return
+        repo = spec.repos[0]
+        emit(
+            SetupEvent(
+                step=f"reusing the idle workspace of session {donor} for {repo.url} "
+                f"{branch or repo.ref or '(default branch)'} at {heads[0][:12]}: no clone"
+            )
+        )
+
+    async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:
+        snap = record.snapshot
+        if not record.native_started or driver.native_files(ctx) or snap is None or not snap.native:
+            return
+        data = self._snapshot(snap.native, "conversation", record.session_id)
+        await asyncio.to_thread(Workspaces.restore, data, driver.native_root(ctx))
+
+    def _snapshot(self, key: str, what: str, session_id: str) -> bytes:
+        data = self.store.get_blob(key)
+        if data is None:
+            raise StoreError(
+                f"the {what} snapshot {key} of session {session_id} is missing from the store "
+                f"{self.store!r} (its blob file was deleted); restore the store's blobs from a backup, "
+                "or start a new session"
+            )
+        return data
+
+    def _checkpoint(
+        self,
+        ctx: TurnContext,
+        native_root: Path,
+        native: list[Path],
+        values: list[str],
+        turn: int,
+        workspace: bool = True,
+    ) -> SnapshotRef:
+        """The turn's snapshot blobs; ``workspace=False`` (a host directory: it stays where it is, and
+        may be large) keeps only the native session files."""
+        # as redact(): values and their JSON-escaped forms (transcripts are JSON), none under 4 chars
+        values = secret_forms(values)
+        workspace_key = self.store.put_blob(Workspaces.snapshot(ctx.workspace, values)) if workspace else None
+        native_key = None
+        if native:
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+                for path in native:
+                    data = path.read_bytes()
+                    for value in values:
+                        data = data.replace(value.encode(), b"***")
+                    info = tarfile.TarInfo(path.relative_to(native_root).as_posix())
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+            native_key = self.store.put_blob(buf.getvalue())
+        return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
