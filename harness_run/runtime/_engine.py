@@ -52,7 +52,10 @@ class Engine(Protocol):
       ``SessionNotFoundError`` naming ``list_sessions()`` when this engine has none by that id).
     - ``list_sessions()``: this engine's session records (all versions); ``versions()``: its
       deployed versions, oldest first. ``delete_session(session_id)`` removes a session's
-      workspace, checkpoints and history (refused while a turn runs; local runtime only for now).
+      workspace, checkpoints and history (refused while a turn runs; on the container and sandbox
+      runtimes its containers/sandboxes go first). ``await close_session(session_id)`` ends one
+      session in this process: its running turn is stopped, its work committed and pushed when
+      ``git.commit`` is ``"on_close"``, its sandbox released; the history stays.
     - ``await aclose()`` stops the turns running in this process's sessions (interrupted; each
       result is stored as usual), releases what the engine holds (sandboxes, containers, the history
       store it opened) and refuses new work (``UsageError``); calling it again does nothing.
@@ -80,6 +83,8 @@ class Engine(Protocol):
     def list_sessions(self) -> list[SessionRecord]: ...
 
     def delete_session(self, session_id: str, *, force: bool = False) -> None: ...
+
+    async def close_session(self, session_id: str) -> None: ...
 
     def versions(self) -> list[EngineRecord]: ...
 
@@ -196,6 +201,24 @@ class EngineBase(ABC):
         if held is not None:
             held.mark_deleted()
         self._sessions.pop(session_id, None)
+
+    async def close_session(self, session_id: str) -> None:
+        """End the session in this process (``session.aclose()``): stop its running turn (stored as
+        interrupted), commit and push its work when ``git.commit`` is ``"on_close"``, release its
+        sandbox or container. The history stays (``get_session`` re-attaches); the ``Session``
+        object refuses work after. RunError when committing or pushing failed — what was committed
+        stays in the workspace and its checkpoint."""
+        self._check_open()
+        held = self._sessions.pop(session_id, None)
+        if held is not None:
+            run = held.current_run
+            if run is not None and not run.done:
+                await run.stop(STOP_GRACE)
+            held.mark_closed()
+        await self._close_session(session_id)
+
+    async def _close_session(self, session_id: str) -> None:  # noqa: B027 (an optional hook)
+        """What the runtime does when one session ends here (deliver on_close work, release)."""
 
     def _delete_workspace(self, session_id: str) -> None:
         """Remove what the runtime keeps for the session besides its history (before the history)."""
