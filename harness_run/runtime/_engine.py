@@ -210,12 +210,14 @@ class EngineBase(ABC):
         stays in the workspace and its checkpoint."""
         self._check_open()
         held = self._sessions.pop(session_id, None)
-        if held is not None:
-            run = held.current_run
-            if run is not None and not run.done:
-                await run.stop(STOP_GRACE)
-            held.mark_closed()
-        await self._close_session(session_id)
+        try:
+            if held is not None and held.current_run is not None and not held.current_run.done:
+                await held.current_run.stop(STOP_GRACE)
+            await self._close_session(session_id)
+        finally:
+            if held is not None:
+                held.refresh(self.store.get_session(session_id))  # the commit and ref delivered
+                held.mark_closed()
 
     async def _close_session(self, session_id: str) -> None:  # noqa: B027 (an optional hook)
         """What the runtime does when one session ends here (deliver on_close work, release)."""

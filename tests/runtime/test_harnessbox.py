@@ -1,0 +1,204 @@
+"""``harness_run.harnessbox``: HarnessBox's README examples run as written (provider, model endpoint
+and repo URL substituted, see ``_readme.py``) on the local provider, against the real ``claude`` CLI,
+the scripted model and a real git smart-HTTP server with token auth; then what the README promises:
+work committed and pushed to each session's branch on kill (right author and parent), branches
+created from the base, streamed deltas, ``run_command``, clear refusals.
+The same examples on the docker provider: ``test_harnessbox_docker.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_run.errors import RunError, UsageError
+from harness_run.harnessbox import (
+    GitRepoConfig,
+    HarnessBox,
+    LocalProvider,
+    Provider,
+    SecurityPolicy,
+    StreamEvent,
+    WorkspaceConfig,
+    WorkspaceMode,
+)
+from harness_run.testing import Rule, ScriptedModel, shell, text
+
+from ._git_http import GitHttpServer, make_bare_repo
+from ._helpers import model_secrets
+from ._readme import adapt, readme_blocks, run_block
+
+AUTHOR = "HarnessBox <harnessbox@localhost>"
+RULES = [
+    Rule(match="failing test", reply=shell("cd repo 2>/dev/null; echo fixed > fixed.txt")),
+    Rule(match="Fix the tests", reply=shell("cd repo 2>/dev/null; echo fixed > fixed.txt")),
+    Rule(match="auth bug", reply=shell("echo auth > repo/auth.txt")),
+    Rule(match="dark mode", reply=shell("echo dark > repo/dark.txt")),
+    Rule(match="Hello", reply=text("hello there")),
+    Rule(reply=text("all done"), tool_result=True),
+]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Remote:
+    bare: Path
+    url: str
+    token: str
+    main: str
+
+    def commit(self, branch: str) -> tuple[str, str, str]:
+        """``(author, parent, files)`` of the branch's head commit."""
+        shown = git(self.bare, "log", "-1", "--format=%an <%ae>|%P", branch)
+        author, parent = shown.split("|")
+        return author, parent, git(self.bare, "show", "--name-only", "--format=", branch)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[Remote]:
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    bare = make_bare_repo(tmp_path / "srv", "repo", {"README.md": "repo\n"})
+    with GitHttpServer(tmp_path / "srv", token) as server:
+        yield Remote(bare, f"{server.url}/repo.git", token, git(bare, "rev-parse", "main"))
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedModel]:
+    with ScriptedModel(RULES) as model:
+        yield model
+
+
+def namespace(provider: Provider, model: ScriptedModel, remote: Remote) -> dict[str, Any]:
+    return {
+        "PROVIDER": provider,
+        "MODEL_SECRETS": model_secrets(model),
+        "REMOTE": remote.url,
+        "REPO_TOKEN": remote.token,
+    }
+
+
+async def check_readme_example(
+    section: str, provider: Provider, model: ScriptedModel, remote: Remote, out: pytest.CaptureFixture[str]
+) -> None:
+    """Run the README's example of ``section`` and check what it promises (shared with docker)."""
+    await run_block(adapt(readme_blocks()[section][0]), namespace(provider, model, remote))
+    printed = out.readouterr().out
+    assert "all done" in printed or "hello there" in printed, printed
+    if section in ("Quickstart", "How It Works"):  # one session on main, committed and pushed on kill
+        author, parent, files = remote.commit("main")
+        assert (author, parent, files) == (AUTHOR, remote.main, "fixed.txt")
+        assert git(remote.bare, "show", "main:fixed.txt") == "fixed"
+    if section == "Multi-Session Mode":  # two branches created from main, each with its own work
+        assert remote.commit("feat/auth") == (AUTHOR, remote.main, "auth.txt")
+        assert remote.commit("feat/ui") == (AUTHOR, remote.main, "dark.txt")
+        assert git(remote.bare, "rev-parse", "main") == remote.main
+    assert remote.token not in printed
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("section", ["", "Quickstart", "Multi-Session Mode", "How It Works"])
+async def test_readme_examples_run_on_the_local_provider(
+    section: str,
+    scripted: ScriptedModel,
+    remote: Remote,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await check_readme_example(section, LocalProvider(workdir=tmp_path / "wd"), scripted, remote, capsys)
+
+
+async def test_readme_security_policy_example_builds_the_policy() -> None:
+    found: dict[str, Any] = {}
+    await run_block(adapt(readme_blocks()["Security"][0]), found)
+    policy = found["policy"]
+    assert isinstance(policy, SecurityPolicy)
+    assert policy.denied_tools == ["WebFetch", "WebSearch", "Agent"] and policy.deny_network
+
+
+@pytest.mark.harness
+async def test_deltas_commands_branch_from_base_and_no_commit_when_turned_off(
+    scripted: ScriptedModel, remote: Remote, tmp_path: Path
+) -> None:
+    git(remote.bare, "branch", "develop", "main")
+    config = WorkspaceConfig(
+        git_repo_config=GitRepoConfig(
+            remote.url, branch="develop", base_branch="main", auth_token=remote.token
+        ),
+        commit_on_exit=False,
+    )
+    (tmp_path / "CLAUDE.md").write_text("Always be brief.")
+    hb = HarnessBox(
+        provider=LocalProvider(workdir=tmp_path / "wd"),
+        harness="claude-code",
+        system_prompt=tmp_path / "CLAUDE.md",
+        workspace_config=config,
+        secrets={"harness_secrets": model_secrets(scripted)},
+    )
+    session = await hb.create_session(branch="feat/x")
+    events: list[StreamEvent] = [e async for e in session.send_message("Fix the auth bug")]
+    assert "".join(e.delta or "" for e in events) == "all done"  # each answer once
+    assert all(e.delta is None for e in events if e.type not in ("message", "delta"))
+    done = await session.run_command("git -C repo rev-parse --abbrev-ref HEAD && cat repo/auth.txt")
+    assert done.exit_code == 0 and done.stdout.split() == ["feat/x", "auth"]
+    request = scripted.main_requests[0]
+    assert "Always be brief." in request.text  # the system prompt file reached the model
+    await hb.kill()
+    assert session.commit_sha is None and session.pushed_ref is None
+    heads = git(remote.bare, "branch", "--format=%(refname:short)").split()
+    assert sorted(heads) == ["develop", "main"]  # commit_on_exit=False: nothing pushed
+    with pytest.raises(UsageError, match="closed"):
+        await session.run_command("true")
+
+
+@pytest.mark.harness
+async def test_a_rejected_push_on_kill_is_a_clear_error_and_the_work_stays_committed(
+    scripted: ScriptedModel, remote: Remote, tmp_path: Path
+) -> None:
+    config = WorkspaceConfig(git_repo_config=GitRepoConfig(remote.url, auth_token=remote.token))
+    hb = HarnessBox(
+        provider=LocalProvider(workdir=tmp_path / "wd"),
+        workspace_config=config,
+        secrets={"harness_secrets": model_secrets(scripted)},
+    )
+    session = await hb.create_session(branch="feat/race")
+    result = await session.send_message("Fix the auth bug", stream=False)
+    assert result.text == "all done" and not result.is_error
+    theirs = git(
+        remote.bare, "-c", "user.name=o", "-c", "user.email=o@o", "commit-tree", "main^{tree}", "-m", "x"
+    )
+    git(remote.bare, "update-ref", "refs/heads/feat/race", theirs)  # someone else pushed meanwhile
+    with pytest.raises(RunError, match="feat/race") as caught:
+        await hb.kill()
+    assert "push" in str(caught.value) and remote.token not in str(caught.value)
+    assert session.commit_sha is not None and session.pushed_ref is None
+    workspace = tmp_path / "wd" / "sessions" / session.session_id / "workspace" / "repo"
+    assert git(workspace, "rev-parse", "HEAD") == session.commit_sha  # nothing lost
+    assert git(workspace, "show", "--name-only", "--format=", "HEAD") == "auth.txt"
+
+
+async def test_providers_it_cannot_offer_are_refused_naming_the_ones_it_has() -> None:
+    for name in ("e2b", "daytona", "ec2", "nope"):
+        with pytest.raises(UsageError) as caught:
+            HarnessBox(provider=name)
+        message = str(caught.value)
+        assert "'local', 'docker', 'agent-sandbox'" in message and "Provider" in message
+    with pytest.raises(UsageError, match="E2B"):
+        HarnessBox(provider="e2b")
+    with pytest.raises(UsageError, match="hosted platform"):
+        HarnessBox(api_key="hb_live_x")
+    with pytest.raises(UsageError, match="harness_secrets") as bad:
+        HarnessBox(secrets={"harness_secrets": {"K": 1}, "bogus": "s3cr3t-canary"})
+    assert "s3cr3t-canary" not in str(bad.value) and "bogus" in str(bad.value)
+    hb = HarnessBox(workspace_config=WorkspaceConfig(workspace_mode=WorkspaceMode.NEW))
+    with pytest.raises(UsageError, match="git_repo_config"):
+        await hb.create_session(branch="feat/a")
+    with pytest.raises(UsageError, match="system_prompt"):
+        HarnessBox(system_prompt=Path("/nonexistent/CLAUDE.md"))
