@@ -49,6 +49,6 @@ def adapt(source: str) -> str:
 async def run_block(source: str, namespace: dict[str, Any]) -> None:
     """Execute ``source`` (top-level ``await`` allowed) in ``namespace``."""
     code = compile(source, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(code, namespace)  # noqa: S307 (our own copy of the README)
+    result = eval(code, namespace)
     if result is not None:
         await result
