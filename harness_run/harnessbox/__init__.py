@@ -7,7 +7,6 @@ work committed and pushed to the session's branch when it is killed. See docs/ha
 """
 
 from harness_run.harnessbox._box import GIT_TOKEN, HarnessBox, HarnessBoxSecrets
-from harness_run.harnessbox._policy import SecurityPolicy
 from harness_run.harnessbox._session import HarnessBoxSession, MessageStream, StreamEvent
 from harness_run.harnessbox.providers import (
     PROVIDERS,
@@ -18,6 +17,7 @@ from harness_run.harnessbox.providers import (
     provider_for,
 )
 from harness_run.harnessbox.workspace import FileSystemConfig, GitRepoConfig, WorkspaceConfig, WorkspaceMode
+from harness_run.spec import SecurityPolicy
 
 __all__ = [
     "GIT_TOKEN",

@@ -19,12 +19,11 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from harness_run.errors import RunError, UsageError
-from harness_run.harnessbox._policy import SecurityPolicy
 from harness_run.harnessbox._session import HarnessBoxSession, MessageStream
 from harness_run.harnessbox.providers import Provider, provider_for
 from harness_run.harnessbox.workspace import WorkspaceConfig, WorkspaceMode
 from harness_run.runtime import Engine, Run
-from harness_run.spec import AgentSpec, GitOptions, RepoSource, SessionConfig, SystemPrompt
+from harness_run.spec import AgentSpec, GitOptions, RepoSource, SecurityPolicy, SessionConfig, SystemPrompt
 
 __all__ = ["GIT_TOKEN", "HarnessBox", "HarnessBoxSecrets"]
 
@@ -158,14 +157,8 @@ class HarnessBox:
                 fields["git"] = GitOptions(
                     commit="on_close", push=True, author=config.author, message=COMMIT_MESSAGE
                 )
-        policy = self.security_policy
-        if policy is not None:
-            if "security_policy" not in AgentSpec.model_fields:
-                raise UsageError(
-                    "security_policy: this harness-run cannot enforce HarnessBox security policies yet; "
-                    "leave it out, or restrict tools with AgentSpec.disallowed_tools"
-                )
-            fields["security_policy"] = policy.model_dump()
+        if self.security_policy is not None:
+            fields["security_policy"] = self.security_policy
         return AgentSpec.from_dict(fields)
 
     # --- sessions ---------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from harness_run.errors import RunError, UsageError
+from harness_run.events import ToolResultEvent
 from harness_run.harnessbox import (
+    FileSystemConfig,
     GitRepoConfig,
     HarnessBox,
     LocalProvider,
@@ -22,6 +24,7 @@ from harness_run.harnessbox import (
     WorkspaceConfig,
     WorkspaceMode,
 )
+from harness_run.spec import SessionConfig
 from harness_run.testing import ScriptedModel
 
 from ._hbox import Remote, check_readme_example, git
@@ -46,7 +49,7 @@ async def test_readme_security_policy_example_builds_the_policy() -> None:
     await run_block(adapt(readme_blocks()["Security"][0]), found)
     policy = found["policy"]
     assert isinstance(policy, SecurityPolicy)
-    assert policy.denied_tools == ["WebFetch", "WebSearch", "Agent"] and policy.deny_network
+    assert policy.denied_tools == ("WebFetch", "WebSearch", "Agent") and policy.deny_network
 
 
 @pytest.mark.harness
@@ -128,3 +131,60 @@ async def test_providers_it_cannot_offer_are_refused_naming_the_ones_it_has() ->
         await hb.create_session(branch="feat/a")
     with pytest.raises(UsageError, match="system_prompt"):
         HarnessBox(system_prompt=Path("/nonexistent/CLAUDE.md"))
+
+
+@pytest.mark.harness
+async def test_a_security_policy_reaches_the_harness(
+    scripted: ScriptedModel, remote: Remote, tmp_path: Path
+) -> None:
+    hb = HarnessBox(
+        provider=LocalProvider(workdir=tmp_path / "wd"),
+        workspace_config=WorkspaceConfig(
+            git_repo_config=GitRepoConfig(remote.url, auth_token=remote.token), commit_on_exit=False
+        ),
+        security_policy=SecurityPolicy(denied_bash_patterns=["echo auth*"]),
+        secrets={"harness_secrets": model_secrets(scripted)},
+    )
+    async with hb:
+        session = await hb.create_session(branch="feat/guarded")
+        stream = session.send_message("Fix the auth bug")
+        events = [e.event async for e in stream]
+        assert not (await stream).is_error
+        denied = [e for e in events if isinstance(e, ToolResultEvent)]
+        assert denied and denied[0].is_error  # the agent's command was refused before it ran
+        check = await session.run_command("test -e repo/auth.txt")
+        assert check.exit_code == 1
+
+
+@pytest.mark.harness
+async def test_shared_mode_and_host_directories_map_to_the_session_workspace(
+    scripted: ScriptedModel, tmp_path: Path
+) -> None:
+    """``WorkspaceMode.SHARED``/``FileSystemConfig`` become ``SessionConfig.workspace``; where this
+    harness-run has no such field yet (before the workspace-modes branch), a clear refusal."""
+    project = tmp_path / "project"
+    project.mkdir()
+    secrets = {"harness_secrets": model_secrets(scripted)}
+    shared = HarnessBox(
+        provider=LocalProvider(workdir=tmp_path / "wd"),
+        workspace_config=WorkspaceConfig(workspace_mode=WorkspaceMode.SHARED),
+        secrets=secrets,
+    )
+    in_place = HarnessBox(
+        provider=LocalProvider(workdir=tmp_path / "wd"),
+        workspace_config=WorkspaceConfig(file_system_config=FileSystemConfig(host_dir=str(project))),
+        secrets=secrets,
+    )
+    if "workspace" not in SessionConfig.model_fields:
+        for hb in (shared, in_place):
+            with pytest.raises(UsageError, match=r"WorkspaceMode\.NEW without file_system_config"):
+                await hb.create_session()
+        return
+    async with shared:
+        one, two = await shared.create_session(), await shared.create_session()
+        assert not (await one.send_message("Fix the failing test", stream=False)).is_error
+        assert (await two.run_command("cat fixed.txt")).stdout.strip() == "fixed"  # one workspace
+    async with in_place:
+        session = await in_place.create_session()
+        assert not (await session.send_message("Fix the failing test", stream=False)).is_error
+    assert (project / "fixed.txt").read_text().strip() == "fixed"  # used in place
