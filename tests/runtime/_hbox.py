@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run.harnessbox import Provider
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from ._git_http import GitHttpServer, make_bare_repo
 from ._helpers import model_secrets
 from ._readme import adapt, readme_blocks, run_block
 

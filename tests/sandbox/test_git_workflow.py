@@ -4,7 +4,7 @@ the commit kept in the sandbox), ``on_close`` committing through ``session.aclos
 ``delete_session`` removing the claim and its sandbox first, then history and checkpoints in GCS.
 Real parts: the emulated Kubernetes API with the test controller (a real container per Sandbox),
 fake-gcs-server, the real ``claude`` in the image, the scripted model and a git smart-HTTP server
-with token auth on 127.0.0.1 (``tests/runtime/_git_http.py``)."""
+with token auth on 127.0.0.1 (``tests/testkit/git_http.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime._git_http import GitHttpServer, make_bare_repo
+from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, GitOptions, RepoSource
 from harness_run.testing import Reply, Rule, ScriptedModel
