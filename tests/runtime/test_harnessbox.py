@@ -30,6 +30,7 @@ from harness_run.testing import ScriptedModel
 from ._hbox import Remote, check_readme_example, git
 from ._helpers import model_secrets
 from ._readme import adapt, readme_blocks, run_block
+from .test_secrets import store_contents
 
 
 @pytest.mark.harness
@@ -111,6 +112,9 @@ async def test_a_rejected_push_on_kill_is_a_clear_error_and_the_work_stays_commi
     workspace = tmp_path / "wd" / "sessions" / session.session_id / "workspace" / "repo"
     assert git(workspace, "rev-parse", "HEAD") == session.commit_sha  # nothing lost
     assert git(workspace, "show", "--name-only", "--format=", "HEAD") == "auth.txt"
+    workdir, token = tmp_path / "wd", remote.token.encode()  # the token: in no file, blob or record
+    assert [p for p in workdir.rglob("*") if p.is_file() and token in p.read_bytes()] == []
+    assert [k for k, v in store_contents(workdir).items() if token in v] == []
 
 
 async def test_providers_it_cannot_offer_are_refused_naming_the_ones_it_has() -> None:
