@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec, GitOptions, RepoSource, local
-from harness_run.errors import SessionBusyError
+from harness_run.errors import RunError, SessionBusyError
 from harness_run.harnessbox import DockerProvider
 from harness_run.testing import ScriptedModel
 
@@ -162,3 +162,26 @@ async def test_on_close_commits_in_the_container_and_delete_is_refused_while_a_t
     assert git(remote.bare, "show", "--name-only", "--format=", "feat/two") == "dark.txt"
     assert containers(client, two.session_id) == []
     assert uuid.UUID(two.session_id)
+
+
+@pytest.mark.harness
+async def test_a_synchronous_close_cannot_commit_on_close_and_says_so(
+    scripted: ScriptedModel, remote: Remote, tmp_path: Path, docker_options: dict[str, Any]
+) -> None:
+    spec = AgentSpec(
+        name="ctr-sync-close",
+        harness="claude-code",
+        model=MODEL,
+        checkpoint=True,
+        repos=[RepoSource.git(remote.url, auth="GH_TOKEN")],
+        git=GitOptions(commit="on_close", push=True),
+    )
+    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
+    session = engine.start_session(branch="feat/sync", base_branch="main")
+    secrets = {**model_secrets(scripted), "GH_TOKEN": remote.token}
+    assert not (await session.run("Fix the auth bug", secrets=secrets)).is_error
+    with pytest.raises(RunError, match=r"await engine\.aclose\(\)") as caught:
+        engine.close()  # no turn runs: the blocking path, which cannot reach the worker
+    assert session.session_id in str(caught.value) and remote.token not in str(caught.value)
+    assert containers(docker_options["docker_client"], session.session_id) == []
+    assert git(remote.bare, "branch", "--list", "feat/sync") == ""

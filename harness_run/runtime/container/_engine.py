@@ -8,6 +8,7 @@ History is the workdir's SQLite store, shared with the containers through a bind
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,12 @@ class ContainerEngine(WorkerEngine):
     def __init__(self, record: EngineRecord, *, store: SqliteStore, claims: ContainerPool) -> None:
         super().__init__(record, store=store, claims=claims, owns_store=True)
         self.workdir = store.root
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """The session's containers go, then its folder in the host workdir (there when the worker's
+        workspaces live on the host, bind-mounted with the store)."""
+        super()._delete_workspace(session_id)
+        shutil.rmtree(self.workdir / "sessions" / session_id, ignore_errors=True)
 
     @property
     def image(self) -> str:

@@ -118,8 +118,15 @@ class WorkerEngine(EngineBase):
             raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
 
     def _release_now(self) -> None:
-        self._on_close.clear()  # without an event loop the workers cannot be asked: use aclose()
+        pending, self._on_close = sorted(self._on_close), {}
         self.claims.release_now()
+        if pending:  # without an event loop the workers cannot be asked to commit
+            self._close_store()
+            raise RunError(
+                f"the work of sessions {pending} was not committed on close: a synchronous close() "
+                "cannot ask their workers; close with `await engine.aclose()` (or end each session "
+                "with `await session.aclose()`). Their last checkpoint keeps the work"
+            )
 
     async def _close_session(self, session_id: str) -> None:
         error = await self._deliver(session_id)
