@@ -99,3 +99,11 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_harnessbox_benchmark_prints_the_layer_cost() -> None:
+    out = _run("harnessbox.py", "--rounds", "1", "--files", "10")
+    for label in ("engine_session_ms", "harnessbox_session_ms", "ratio", "kill_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
