@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime._hbox import Remote, check_readme_example
 from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, GitOptions, RepoSource
@@ -33,7 +34,7 @@ RULES = [
     Rule(match="auth bug", reply=Reply.shell("echo auth > repo/auth.txt")),
     Rule(match="dark mode", reply=Reply.shell("echo dark > repo/dark.txt")),
     Rule(match="failing test", reply=Reply.shell("echo fixed > repo/fixed.txt")),
-    Rule(reply=Reply.text("done"), tool_result=True),
+    Rule(reply=Reply.text("all done"), tool_result=True),
 ]
 
 
@@ -170,3 +171,30 @@ async def test_on_close_commits_and_pushes_through_the_sandbox_worker(
     assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-close") == main
     assert git(origin.bare, "show", "--name-only", "--format=", "feat/sbx-close") == "auth.txt"
     assert _claims(deployed, session.session_id) == []  # released
+
+
+async def test_harnessbox_readme_multi_session_example_on_agent_sandbox(
+    deployed: Deployed, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HarnessBox's README "Multi-Session Mode" example with ``provider=AgentSandboxProvider(...)``:
+    two sessions on new branches, each in its own sandbox, pushed when killed."""
+    from harness_run import sandbox
+    from harness_run.harnessbox import AgentSandboxProvider
+
+    provider = AgentSandboxProvider(
+        project=PROJECT,
+        location=LOCATION,
+        cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
+        image=sandbox.ImageOptions(
+            base_image=deployed.base_image,
+            ca_files=deployed.ca_files,
+            build_network="host",
+            registry=f"{deployed.registry}/hr-test",
+        ),
+        pods=sandbox.PodOptions(runtime_class=None),
+        claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=60.0),
+        store=deployed.store_url,
+        docker_client=deployed.docker_client,
+    )
+    remote = Remote(origin.bare, origin.url, origin.token, git(origin.bare, "rev-parse", "main"))
+    await check_readme_example("Multi-Session Mode", provider, deployed.model, remote, capsys)
