@@ -22,6 +22,7 @@ from harness_run.spec import (
     RepoSource,
     Resources,
     Secret,
+    SecurityPolicy,
     SessionConfig,
     SkillSource,
     SystemPrompt,
@@ -44,6 +45,7 @@ __all__ = [
     "RepoSource",
     "Resources",
     "Secret",
+    "SecurityPolicy",
     "SkillSource",
     "SystemPrompt",
 ]

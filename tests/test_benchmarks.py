@@ -103,6 +103,14 @@ def test_turn_lease_benchmark_prints_costs() -> None:
 
 @pytest.mark.harness
 @pytest.mark.slow
+def test_harnessbox_benchmark_prints_the_layer_cost() -> None:
+    out = _run("harnessbox.py", "--rounds", "1", "--files", "10")
+    for label in ("engine_session_ms", "harnessbox_session_ms", "ratio", "kill_ms"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_dashboard_benchmark_prints_page_timings() -> None:
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("no /usr/bin/chromium: install Debian's chromium (scripts/test does, with apt-get)")

@@ -54,7 +54,10 @@ class Engine(Protocol):
     - ``list_sessions()``: this engine's session records (all versions); ``sessions(branch=)``: the
       same, only those working on ``branch`` when it is given; ``versions()``: its
       deployed versions, oldest first. ``delete_session(session_id)`` removes a session's
-      workspace, checkpoints and history (refused while a turn runs; local runtime only for now).
+      workspace, checkpoints and history (refused while a turn runs; on the container and sandbox
+      runtimes its containers/sandboxes go first). ``await close_session(session_id)`` ends one
+      session in this process: its running turn is stopped, its work committed and pushed when
+      ``git.commit`` is ``"on_close"``, its sandbox released; the history stays.
     - ``await aclose()`` stops the turns running in this process's sessions (interrupted; each
       result is stored as usual), releases what the engine holds (sandboxes, containers, the history
       store it opened) and refuses new work (``UsageError``); calling it again does nothing.
@@ -84,6 +87,8 @@ class Engine(Protocol):
     def sessions(self, branch: str | None = None) -> list[SessionRecord]: ...
 
     def delete_session(self, session_id: str, *, force: bool = False) -> None: ...
+
+    async def close_session(self, session_id: str) -> None: ...
 
     def versions(self) -> list[EngineRecord]: ...
 
@@ -234,6 +239,26 @@ class EngineBase(ABC):
         if held is not None:
             held.mark_deleted()
         self._sessions.pop(session_id, None)
+
+    async def close_session(self, session_id: str) -> None:
+        """End the session in this process (``session.aclose()``): stop its running turn (stored as
+        interrupted), commit and push its work when ``git.commit`` is ``"on_close"``, release its
+        sandbox or container. The history stays (``get_session`` re-attaches); the ``Session``
+        object refuses work after. RunError when committing or pushing failed — what was committed
+        stays in the workspace and its checkpoint."""
+        self._check_open()
+        held = self._sessions.pop(session_id, None)
+        try:
+            if held is not None and held.current_run is not None and not held.current_run.done:
+                await held.current_run.stop(STOP_GRACE)
+            await self._close_session(session_id)
+        finally:
+            if held is not None:
+                held.refresh(self.store.get_session(session_id))  # the commit and ref delivered
+                held.mark_closed()
+
+    async def _close_session(self, session_id: str) -> None:  # noqa: B027 (an optional hook)
+        """What the runtime does when one session ends here (deliver on_close work, release)."""
 
     def _delete_workspace(self, session_id: str) -> None:
         """Remove what the runtime keeps for the session besides its history (before the history)."""

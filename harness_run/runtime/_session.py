@@ -97,6 +97,10 @@ class TurnBackend(Protocol):
         """Remove the session's workspace, checkpoints and history (see ``Engine.delete_session``)."""
         ...
 
+    async def close_session(self, session_id: str) -> None:
+        """End the session in this process (see ``Engine.close_session``)."""
+        ...
+
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         """The turn's coroutine; may raise synchronously to refuse the turn (e.g. SessionBusyError
         when another client holds it), before anything starts."""
@@ -145,6 +149,7 @@ class Session:
         self._current: Run | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self._deleted = False
+        self._closed_here = False
         self._messages: dict[str, Run] = {}
         """Message ids seen by this process (prompts and steers) -> their turn: a retried message
         returns that turn instead of being delivered again."""
@@ -267,14 +272,30 @@ class Session:
         self._check_open()
         self._backend.delete_session(self.session_id, force=force)
 
+    async def aclose(self) -> None:
+        """End this session here (``engine.close_session``): stop its running turn, commit and push
+        its work when ``git.commit`` is ``"on_close"``, release its sandbox or container. Its
+        history stays (``engine.get_session(id)`` re-attaches); this object refuses work after."""
+        self._check_open()
+        await self._backend.close_session(self.session_id)
+
     def mark_deleted(self) -> None:
         """Refuse all work from now on (its engine deleted the session)."""
         self._deleted = True
+
+    def mark_closed(self) -> None:
+        """Refuse all work from now on (the session was closed in this process)."""
+        self._closed_here = True
 
     def _check_open(self) -> None:
         if self._deleted:
             raise UsageError(
                 f"session {self.session_id} was deleted; start a new one with engine.start_session()"
+            )
+        if self._closed_here:
+            raise UsageError(
+                f"session {self.session_id} was closed; re-attach with "
+                f"engine.get_session({self.session_id!r}) to continue it"
             )
         if self._backend.closed:
             raise UsageError(

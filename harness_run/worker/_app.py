@@ -24,6 +24,7 @@ from harness_run.errors import (
 )
 from harness_run.events import AgentEvent, ResultEvent
 from harness_run.runtime.remote import (
+    DeliverRequest,
     ErrorBody,
     ExecRequest,
     Health,
@@ -183,6 +184,11 @@ async def _exec(request: web.Request) -> web.Response:
     return _json(await request.app[_WORKER].exec(body))
 
 
+async def _deliver(request: web.Request) -> web.Response:
+    body = await _body(request, DeliverRequest)
+    return _json(await request.app[_WORKER].deliver(body))
+
+
 def _resume_point(request: web.Request) -> int:
     raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "-1"
     try:
@@ -268,6 +274,7 @@ def make_app(worker: Worker, settings: WorkerSettings) -> web.Application:
     app.router.add_post("/v1/turns/{turn_id}/steer", _steer)
     app.router.add_post("/v1/turns/{turn_id}/interrupt", _interrupt)
     app.router.add_post("/v1/exec", _exec)
+    app.router.add_post("/v1/deliver", _deliver)
     return app
 
 

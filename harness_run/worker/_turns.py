@@ -29,9 +29,16 @@ from harness_run.errors import (
 from harness_run.events import AgentEvent
 from harness_run.runtime import Run, Session
 from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, Workspaces
-from harness_run.runtime.remote import ExecRequest, ExecResponse, TurnInfo, TurnRequest
+from harness_run.runtime.remote import (
+    DeliverRequest,
+    DeliverResponse,
+    ExecRequest,
+    ExecResponse,
+    TurnInfo,
+    TurnRequest,
+)
 from harness_run.security import secret_values
-from harness_run.spec import AgentSpec, LocalSkill, TurnConfig
+from harness_run.spec import AgentSpec, LocalSkill, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import (
     EngineRecord,
     HistoryStore,
@@ -408,6 +415,32 @@ class Worker:
             stderr=result.stderr,
             truncated=bool(getattr(result, "truncated", False)),
         )
+
+    # --- git: on_close ---------------------------------------------------------------------------
+
+    async def deliver(self, request: DeliverRequest) -> DeliverResponse:
+        """Commit (and push) the session's work now by its effective ``git`` options (the client
+        asks on ``session.aclose()``/``engine.aclose()`` when ``commit`` is ``"on_close"``)."""
+        if self.busy and self.current is not None:
+            raise SessionBusyError(
+                f"this worker is running turn {self.current.run.turn} of session "
+                f"{self.current.run.session_id}; deliver after it ends"
+            )
+        record = await asyncio.to_thread(self.store.get_session, request.session_id)
+        if record is None or record.engine != self.spec.name:
+            raise SessionNotFoundError(
+                f"no session {request.session_id!r} of engine {self.spec.name!r} in the history store"
+            )
+        await asyncio.to_thread(self._restore_for_exec, record)
+        config = SessionConfig.from_dict(record.config) if record.config else None
+        turn_config = TurnConfig.from_dict(request.turn_config) if request.turn_config else None
+        spec = effective_spec(self.spec, config, turn_config)
+        if spec.git is None or not spec.repos or spec.git.commit == "never":
+            return DeliverResponse()
+        engine = self._engine()
+        done = await asyncio.to_thread(engine.deliver_now, request.session_id, spec, dict(request.secrets))
+        log.info("deliver in session %s: commit %s", request.session_id, done.commit_sha)
+        return DeliverResponse(commit_sha=done.commit_sha, pushed_ref=done.pushed_ref, error=done.error)
 
     # --- shutdown -------------------------------------------------------------------------------
 

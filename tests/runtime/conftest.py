@@ -16,6 +16,7 @@ from harness_run import AgentSpec, local
 from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel
 
+from ._hbox import remote, scripted  # noqa: F401 (the HarnessBox tests' fixtures)
 from ._helpers import MODEL
 
 EngineFactory = Callable[..., LocalEngine]
@@ -24,8 +25,8 @@ EngineFactory = Callable[..., LocalEngine]
 @pytest.fixture
 def model() -> Iterator[ScriptedModel]:
     """A started scripted model with an empty script (tests ``model.add(...)`` their replies)."""
-    with ScriptedModel() as scripted:
-        yield scripted
+    with ScriptedModel() as started:
+        yield started
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ History is the workdir's SQLite store, shared with the containers through a bind
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +56,12 @@ class ContainerEngine(WorkerEngine):
             cast("dict[str, object]", workspace).get("host_dir") if isinstance(workspace, dict) else None
         )
         return [Path(host_dir)] if isinstance(host_dir, str) else []
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """The session's containers go, then its folder in the host workdir (there when the worker's
+        workspaces live on the host, bind-mounted with the store)."""
+        super()._delete_workspace(session_id)
+        shutil.rmtree(self.workdir / "sessions" / session_id, ignore_errors=True)
 
     @property
     def image(self) -> str:

@@ -83,6 +83,10 @@ class ContainerPool(HeldClaims):
     def _discard(self, claim: Claim) -> None:
         self._remove(claim.name)
 
+    def _drop_left_now(self, session_id: str) -> None:
+        for name in self._session_containers(session_id, False):
+            self._remove(name)
+
     def _remove(self, name: str) -> None:
         with contextlib.suppress(Exception):
             self.docker.containers.get(name).remove(force=True)

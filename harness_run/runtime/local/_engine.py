@@ -466,22 +466,36 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         done = deliver(target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms)
         return done if done.error is None else replace(done, error=redact(done.error, forms))
 
-    def _close_deliveries(self) -> None:
+    def deliver_now(self, session_id: str, spec: AgentSpec, secrets: Mapping[str, str]) -> Delivery:
+        """Commit (and push) the session's work now by ``spec.git`` (``on_close``; the worker's
+        ``/v1/deliver``) and keep the outcome on its record; blocking. Nothing without a workspace."""
+        record = self.store.get_session(session_id)
+        if record is None or not self._paths(session_id, record.config).workspace.exists():
+            return Delivery()
+        done = self._commit_work(session_id, record.config, spec, secrets, record.turns)
+        update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
+        self.store.put_session(record.model_copy(update=update))
+        return done
+
+    def _close_deliveries(self, only: str | None = None) -> None:
         """``git.commit="on_close"``: commit (and push) the work of the sessions whose turns ran in
-        this process, with their last turn's secrets (held in memory only); RunError when any failed."""
-        errors: list[str] = []
-        pending, self._on_close = self._on_close, {}
-        for sid, (spec, secrets) in pending.items():
-            record = self.store.get_session(sid)
-            if record is None or not self._paths(sid, record.config).workspace.exists():
-                continue
-            done = self._commit_work(sid, record.config, spec, secrets, record.turns)
-            update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
-            self.store.put_session(record.model_copy(update=update))
-            if done.error is not None:
-                errors.append(f"session {sid}: {done.error}")
+        this process (or just ``only``), with their last turn's secrets (held in memory only);
+        RunError when any failed."""
+        if only is None:
+            pending, self._on_close = self._on_close, {}
+        else:
+            held = self._on_close.pop(only, None)
+            pending = {only: held} if held is not None else {}
+        errors = [
+            f"session {sid}: {done.error}"
+            for sid, (spec, secrets) in pending.items()
+            if (done := self.deliver_now(sid, spec, secrets)).error is not None
+        ]
         if errors:
             raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
+
+    async def _close_session(self, session_id: str) -> None:
+        await asyncio.to_thread(self._close_deliveries, session_id)
 
     async def _release(self) -> None:
         await asyncio.to_thread(self._close_deliveries)

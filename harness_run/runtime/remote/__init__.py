@@ -9,6 +9,8 @@ aiohttp is imported when a client is used, not by importing this package.
 from harness_run.runtime.remote._client import WorkerClient
 from harness_run.runtime.remote._engine import WorkerEngine
 from harness_run.runtime.remote._protocol import (
+    DeliverRequest,
+    DeliverResponse,
     ErrorBody,
     ExecRequest,
     ExecResponse,
@@ -26,6 +28,8 @@ __all__ = [
     # the engine over a provider
     "Claim",
     # the worker protocol
+    "DeliverRequest",
+    "DeliverResponse",
     "ErrorBody",
     "ExecRequest",
     "ExecResponse",

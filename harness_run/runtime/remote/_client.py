@@ -24,6 +24,8 @@ from harness_run.errors import (
     UsageError,
 )
 from harness_run.runtime.remote._protocol import (
+    DeliverRequest,
+    DeliverResponse,
     ExecRequest,
     ExecResponse,
     Health,
@@ -127,6 +129,21 @@ class WorkerClient:
             session_id=session_id, command=command, timeout=timeout, secrets=dict(secrets or {})
         )
         return await self._call("POST", "/v1/exec", body, ExecResponse, retry=False, extra_time=timeout)
+
+    async def deliver(
+        self,
+        session_id: str,
+        *,
+        secrets: Mapping[str, str] | None = None,
+        turn_config: Mapping[str, Any] | None = None,
+    ) -> DeliverResponse:
+        """Commit (and push) the session's work now (``git.commit="on_close"``)."""
+        body = DeliverRequest(
+            session_id=session_id,
+            secrets=dict(secrets or {}),
+            turn_config=dict(turn_config) if turn_config is not None else None,
+        )
+        return await self._call("POST", "/v1/deliver", body, DeliverResponse, retry=False, extra_time=120.0)
 
     async def events(self, turn_id: str, after: int = -1) -> AsyncIterator[dict[str, Any]]:
         """The turn's events with ``seq > after`` as dicts, live, ending with the ``result`` event.

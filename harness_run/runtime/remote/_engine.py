@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.compiler import SHORT_DIGEST_LEN
-from harness_run.errors import HarnessRunError, InfrastructureError, UsageError, redact
+from harness_run.errors import HarnessRunError, InfrastructureError, RunError, UsageError, redact
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
 from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
@@ -69,6 +69,8 @@ class WorkerEngine(EngineBase):
         self.store = store
         self.version = record.version
         self.claims = claims
+        self._on_close: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {}
+        """Sessions to commit (and push) on close: their last turn's secrets and turn config, in memory."""
 
     @property
     def name(self) -> str:
@@ -120,10 +122,55 @@ class WorkerEngine(EngineBase):
         return options
 
     async def _release(self) -> None:
+        errors = [e for sid in list(self._on_close) if (e := await self._deliver(sid)) is not None]
         await self.claims.close()
+        if errors:
+            raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
 
     def _release_now(self) -> None:
+        pending, self._on_close = sorted(self._on_close), {}
         self.claims.release_now()
+        if pending:  # without an event loop the workers cannot be asked to commit
+            self._close_store()
+            raise RunError(
+                f"the work of sessions {pending} was not committed on close: a synchronous close() "
+                "cannot ask their workers; close with `await engine.aclose()` (or end each session "
+                "with `await session.aclose()`). Their last checkpoint keeps the work"
+            )
+
+    async def _close_session(self, session_id: str) -> None:
+        error = await self._deliver(session_id)
+        claim = self.claims.held(session_id)
+        if claim is not None:
+            await self.claims.release(claim)
+        if error is not None:
+            raise RunError(f"committing the session's work on close failed: {error}")
+
+    async def _deliver(self, session_id: str) -> str | None:
+        """``git.commit="on_close"``: the session's worker commits (and pushes) its work now, with
+        the last turn's secrets; the error (redacted), or None."""
+        pending = self._on_close.pop(session_id, None)
+        if pending is None:
+            return None
+        secrets, turn_config = pending
+        forms = secret_forms(secret_values(secrets))
+        try:
+            claim = await self.claims.acquire(session_id)
+        except HarnessRunError as exc:
+            return f"session {session_id}: {redact(str(exc), forms)}"
+        try:
+            answer = await claim.client.deliver(session_id, secrets=secrets, turn_config=turn_config)
+        except HarnessRunError as exc:
+            claim.broken = True
+            return f"session {session_id}: {redact(str(exc), forms)}"
+        finally:
+            self.claims.done_with(claim)
+        return f"session {session_id}: {answer.error}" if answer.error else None
+
+    def _delete_workspace(self, session_id: str) -> None:
+        """The session's containers/sandboxes go (its workspace lives only there), held or left."""
+        self._on_close.pop(session_id, None)
+        self.claims.forget_now(session_id)
 
     # --- turns (TurnBackend) ---------------------------------------------------------------------
 
@@ -137,6 +184,9 @@ class WorkerEngine(EngineBase):
         started = time.monotonic()
         sid = session.session_id
         await asyncio.to_thread(self._mark_running, sid)
+        git = plan.spec.git
+        if git is not None and git.commit == "on_close" and plan.spec.repos:
+            self._on_close[sid] = (dict(plan.secrets), plan.config.to_dict() if plan.config else None)
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
         try:

@@ -10,6 +10,8 @@ Routes (every one but ``GET /healthz`` needs ``Authorization: Bearer <token>``):
 - ``POST /v1/turns/{turn_id}/steer`` :class:`SteerRequest` -> :class:`SteerResponse`
 - ``POST /v1/turns/{turn_id}/interrupt`` -> :class:`InterruptResponse`
 - ``POST /v1/exec`` :class:`ExecRequest` -> :class:`ExecResponse`
+- ``POST /v1/deliver`` :class:`DeliverRequest` -> :class:`DeliverResponse` (``git.commit="on_close"``:
+  commit and push a session's work now)
 
 Errors are :class:`ErrorBody` with the HTTP status: 400 bad body (``field`` names it), 401 auth,
 404 unknown turn/session, 409 ``session_busy``, 500 anything else (message redacted).
@@ -22,6 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "DeliverRequest",
+    "DeliverResponse",
     "ErrorBody",
     "ExecRequest",
     "ExecResponse",
@@ -106,6 +110,26 @@ class ExecResponse(_Body):
     stdout: str
     stderr: str
     truncated: bool = False
+
+
+class DeliverRequest(_Body):
+    """Commit (and push) a session's work now: its last turn's secrets and turn config."""
+
+    session_id: str = Field(min_length=1)
+    secrets: dict[str, str] = Field(default_factory=dict[str, str])
+    turn_config: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"DeliverRequest(session_id={self.session_id!r}, secrets={sorted(self.secrets)})"
+
+    __str__ = __repr__
+
+
+class DeliverResponse(_Body):
+    commit_sha: str | None = None
+    pushed_ref: str | None = None
+    error: str | None = None
+    """Why the work was not (all) committed or pushed (what was committed stays in the workspace)."""
 
 
 class ErrorBody(_Body):

@@ -85,6 +85,11 @@ class SandboxProvider(Protocol):
         """Release the session's sandboxes left by a process that is gone (not ones held here)."""
         ...
 
+    def forget_now(self, session_id: str) -> None:
+        """Remove every sandbox of the session, blocking: the one held here and any left by other
+        processes (``delete_session``: the workspace lives only there)."""
+        ...
+
     async def sandbox_gone(self, claim: Claim) -> str | None:
         """Why the claim's sandbox is gone (``"was deleted"``…), or None while it is there. One
         check; the engine polls it while a turn runs. Transient errors answer None."""
@@ -172,6 +177,21 @@ class HeldClaims:
             with contextlib.suppress(Exception):
                 self._discard(claim)
         self._held.clear()
+
+    def forget_now(self, session_id: str) -> None:
+        """Remove every sandbox of the session, blocking (see :class:`SandboxProvider`)."""
+        claim = self._held.pop(session_id, None)
+        if claim is not None:
+            if claim.idle is not None:
+                claim.idle.cancel()
+            with contextlib.suppress(RuntimeError):  # no loop: the client is collected
+                self._spawn(claim.client.close())
+            self._discard(claim)
+        self._drop_left_now(session_id)
+
+    def _drop_left_now(self, session_id: str) -> None:
+        """Remove the session's sandboxes that other processes left (blocking)."""
+        raise NotImplementedError
 
     async def _healthy(self, claim: Claim) -> bool:
         try:

@@ -195,6 +195,11 @@ class ClaimPool(HeldClaims):
             with contextlib.suppress(InfrastructureError):
                 await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, get_str(obj, "metadata", "name"))
 
+    def _drop_left_now(self, session_id: str) -> None:
+        for obj in self.kube.list(k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id}):
+            with contextlib.suppress(InfrastructureError):
+                self.kube.delete(k8s.SANDBOX_CLAIM, get_str(obj, "metadata", "name"))
+
     async def sandbox_gone(self, claim: Claim) -> str | None:
         """Why the claim's Sandbox is gone (deleted, or not Ready), else None."""
         try:

@@ -1,0 +1,200 @@
+"""Git workflows on the sandbox runtime (test cluster): two sessions on two branches at once, one
+created from its base, commits pushed with the right author and parent, a rejected push (clear error,
+the commit kept in the sandbox), ``on_close`` committing through ``session.aclose()``, and
+``delete_session`` removing the claim and its sandbox first, then history and checkpoints in GCS.
+Real parts: the emulated Kubernetes API with the test controller (a real container per Sandbox),
+fake-gcs-server, the real ``claude`` in the image, the scripted model and a git smart-HTTP server
+with token auth on 127.0.0.1 (``tests/testkit/git_http.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime._hbox import Remote, check_readme_example
+from testkit.git_http import GitHttpServer, make_bare_repo
+
+from harness_run import AgentSpec, GitOptions, RepoSource
+from harness_run.testing import Reply, Rule, ScriptedModel
+from harness_run.vocab import k8s
+
+from .conftest import LOCATION, MODEL, PROJECT, Deployed
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+AUTHOR = "Ada Bot <ada@example.com>"
+RULES = [
+    Rule(match="auth bug", reply=Reply.shell("echo auth > repo/auth.txt")),
+    Rule(match="dark mode", reply=Reply.shell("echo dark > repo/dark.txt")),
+    Rule(match="failing test", reply=Reply.shell("echo fixed > repo/fixed.txt")),
+    Rule(reply=Reply.text("all done"), tool_result=True),
+]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Origin:
+    bare: Path
+    url: str
+    token: str
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:  # this module's script (the deployed fixture uses it)
+    with ScriptedModel(RULES) as scripted:
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
+    root = tmp_path_factory.mktemp("srv")
+    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
+    bare = make_bare_repo(root, "repo", {"README.md": "repo\n"})
+    with GitHttpServer(root, token) as server:
+        yield Origin(bare, f"{server.url}/repo.git", token)
+
+
+@pytest.fixture(scope="module")
+def git_spec(deployed: Deployed, origin: Origin) -> AgentSpec:
+    spec = AgentSpec(
+        name="sbx-git",
+        harness="claude-code",
+        model=MODEL,
+        checkpoint=True,
+        repos=[RepoSource.git(origin.url, auth="GH_TOKEN")],
+        git=GitOptions(commit="after_turn", push=True, author=AUTHOR, message="{branch}: turn {turn}"),
+    )
+    deployed.deploy(spec, idle_ttl=60.0, claim_timeout=60.0).close()
+    return spec
+
+
+@pytest.fixture
+async def engine(deployed: Deployed, git_spec: AgentSpec) -> AsyncIterator[Any]:
+    from harness_run import sandbox
+
+    eng = sandbox.get_engine(
+        git_spec.name,
+        project=PROJECT,
+        location=LOCATION,
+        cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
+        claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=60.0),
+        store=deployed.store_url,
+    )
+    yield eng
+    await eng.aclose()
+
+
+def _claims(d: Deployed, session_id: str) -> list[dict[str, Any]]:
+    from harness_run.runtime.sandbox._claims import LABEL_SESSION
+    from harness_run.runtime.sandbox._kube import Kube
+
+    return Kube(d.cluster.api_client(), "default").list(k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id})
+
+
+async def _gone(d: Deployed, sandbox_name: str, within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        pod = d.controller.pod(sandbox_name)
+        if pod is None or pod.removed:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def test_two_branches_at_once_then_a_rejected_push_then_delete(
+    deployed: Deployed, origin: Origin, engine: Any
+) -> None:
+    main = git(origin.bare, "rev-parse", "main")
+    git(origin.bare, "branch", "feat/sbx-existing", "main")
+    secrets = deployed.secrets(GH_TOKEN=origin.token)
+    new = engine.start_session(branch="feat/sbx-new", base_branch="main")
+    old = engine.start_session(branch="feat/sbx-existing")
+    ra, rb = await asyncio.gather(
+        new.run("Fix the auth bug", secrets=secrets), old.run("Add dark mode", secrets=secrets)
+    )
+    assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+    for result, branch, file in ((ra, "feat/sbx-new", "auth.txt"), (rb, "feat/sbx-existing", "dark.txt")):
+        assert result.pushed_ref == f"refs/heads/{branch}"
+        assert git(origin.bare, "rev-parse", branch) == result.commit_sha
+        assert (
+            git(origin.bare, "log", "-1", "--format=%an <%ae>|%P|%s", branch)
+            == f"{AUTHOR}|{main}|{branch}: turn 1"
+        )
+        assert git(origin.bare, "show", "--name-only", "--format=", branch) == file
+    theirs = git(
+        origin.bare, "-c", "user.name=o", "-c", "user.email=o@o", "commit-tree", "main^{tree}", "-m", "x"
+    )
+    git(origin.bare, "update-ref", "refs/heads/feat/sbx-new", theirs)
+    second = await new.run("Fix the failing test", secrets=secrets)
+    assert second.is_error and second.pushed_ref is None and second.commit_sha is not None
+    assert "push" in (second.error or "") and "feat/sbx-new" in (second.error or "")
+    assert origin.token not in (second.error or "")
+    head = await new.exec("git -C repo rev-parse HEAD")
+    assert head.stdout.strip() == second.commit_sha  # the commit is in the sandbox's workspace
+    # delete: the claim and its sandbox go first, then records, events and checkpoint blobs
+    assert len(_claims(deployed, new.session_id)) == 1
+    sandbox_name = engine.claims.held(new.session_id).sandbox
+    snapshot = engine.store.get_session(new.session_id).snapshot
+    assert snapshot is not None and engine.store.get_blob(snapshot.workspace) is not None
+    new.delete()
+    assert _claims(deployed, new.session_id) == []
+    assert await _gone(deployed, sandbox_name)
+    assert engine.store.get_session(new.session_id) is None
+    assert engine.store.list_turns(new.session_id) == []
+    assert engine.store.get_blob(snapshot.workspace) is None
+    assert engine.store.get_session(old.session_id) is not None
+
+
+async def test_on_close_commits_and_pushes_through_the_sandbox_worker(
+    deployed: Deployed, origin: Origin, engine: Any
+) -> None:
+    main = git(origin.bare, "rev-parse", "main")
+    secrets = deployed.secrets(GH_TOKEN=origin.token)
+    session = engine.start_session(
+        {"branch": "feat/sbx-close", "base_branch": "main", "git": {"commit": "on_close", "push": True}}
+    )
+    result = await session.run("Fix the auth bug", secrets=secrets)
+    assert not result.is_error and result.pushed_ref is None, result.error
+    assert git(origin.bare, "branch", "--list", "feat/sbx-close") == ""
+    await session.aclose()
+    assert session.record.pushed_ref == "refs/heads/feat/sbx-close"
+    assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-close") == main
+    assert git(origin.bare, "show", "--name-only", "--format=", "feat/sbx-close") == "auth.txt"
+    assert _claims(deployed, session.session_id) == []  # released
+
+
+async def test_harnessbox_readme_multi_session_example_on_agent_sandbox(
+    deployed: Deployed, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HarnessBox's README "Multi-Session Mode" example with ``provider=AgentSandboxProvider(...)``:
+    two sessions on new branches, each in its own sandbox, pushed when killed."""
+    from harness_run import sandbox
+    from harness_run.harnessbox import AgentSandboxProvider
+
+    provider = AgentSandboxProvider(
+        project=PROJECT,
+        location=LOCATION,
+        cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
+        image=sandbox.ImageOptions(
+            base_image=deployed.base_image,
+            ca_files=deployed.ca_files,
+            build_network="host",
+            registry=f"{deployed.registry}/hr-test",
+        ),
+        pods=sandbox.PodOptions(runtime_class=None),
+        claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=60.0),
+        store=deployed.store_url,
+        docker_client=deployed.docker_client,
+    )
+    remote = Remote(origin.bare, origin.url, origin.token, git(origin.bare, "rev-parse", "main"))
+    await check_readme_example("Multi-Session Mode", provider, deployed.model, remote, capsys)
