@@ -31,7 +31,8 @@ class InMemoryTelemetry:
         """The data points of metric ``name`` (cumulative since the process started)."""
         data = self.reader.get_metrics_data()
         points: list[Any] = []
-        for resource in data.resource_metrics if data is not None else []:
+        resources: list[Any] = list(data.resource_metrics) if data is not None else []  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        for resource in resources:
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
                     if metric.name == name:
