@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.otel import InMemoryTelemetry, in_memory
 
 import harness_run
 from harness_run import AgentSpec, Secret
 from harness_run.testing import ScriptedModel, shell, text
-from testkit.otel import InMemoryTelemetry, in_memory
 
 from ._helpers import MODEL, ServerThread
 

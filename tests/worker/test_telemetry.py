@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from testkit.otel import in_memory, read_span_lines
 
 from harness_run.runtime.remote import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
 from harness_run.vocab import telemetry
-from testkit.otel import in_memory, read_span_lines
 
 from .conftest import CANARY, TOKEN, WorkerFactory, model_secrets, new_session
 
