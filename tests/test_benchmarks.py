@@ -99,3 +99,18 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_server_load_benchmark_reports_no_failures() -> None:
+    out = _run("server_load.py", "--smoke")
+    assert re.search(r"harness's first event -> client, through SSE: p50 [0-9.]+ ms, p95 [0-9.]+ ms", out), (
+        out
+    )
+    for label in ("5 SSE subscribers on one session", "2 concurrent sessions"):
+        assert re.search(
+            rf"{label}: wall [0-9.]+ s, failures 0, lost 0, duplicated 0, server CPU [0-9.]+ s, "
+            r"server RSS [0-9.]+ MB",
+            out,
+        ), out

@@ -43,7 +43,7 @@ def describe(event: AgentEvent) -> tuple[str, str] | None:
             return "cost", event.message
         case "error":
             return "error", event.message
-        case "result":
+        case "result" | "delta":  # a delta's text comes again whole in its message event
             return None
 
 
