@@ -73,7 +73,8 @@ def compile(
     files.update(ctx.library_files())
     files["bin/harness-run"] = ctx.LAUNCHER.encode()
     executables.add("bin/harness-run")
-    files["requirements/harness-run.txt"] = _requirements(pins.IMAGE_REQUIREMENTS)
+    otel = pins.OTEL_REQUIREMENTS if image.telemetry else ()
+    files["requirements/harness-run.txt"] = _requirements(pins.IMAGE_REQUIREMENTS + otel)
     if spec.packages:
         files["requirements/agent.txt"] = _requirements(sorted(set(spec.packages)))
     files["spec.json"] = ctx.canonical_json(spec.to_dict())

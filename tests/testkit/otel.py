@@ -4,8 +4,11 @@ test process as the global providers (OpenTelemetry allows setting them only onc
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -15,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["InMemoryTelemetry", "in_memory", "read_span_lines", "span_dict"]
+__all__ = ["InMemoryTelemetry", "OtlpReceiver", "in_memory", "read_span_lines", "span_dict"]
 
 
 @dataclass
@@ -67,3 +70,67 @@ def read_span_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class OtlpReceiver:
+    """A minimal OTLP/HTTP (protobuf) collector on 127.0.0.1: ``with OtlpReceiver() as otlp:`` ->
+    ``otlp.endpoint`` for ``OTEL_EXPORTER_OTLP_ENDPOINT``; ``otlp.spans`` as flat dicts (``name``,
+    ``trace_id``, ``span_id``, ``parent_id`` in hex, ``attributes``, ``service``)."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path == "/v1/traces":
+                    receiver.take(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def take(self, body: bytes) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        request = ExportTraceServiceRequest.FromString(body)
+        found: list[dict[str, Any]] = []
+        for resource in request.resource_spans:
+            service = next(
+                (a.value.string_value for a in resource.resource.attributes if a.key == "service.name"), ""
+            )
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    attributes: dict[str, Any] = {}
+                    for attr in span.attributes:
+                        kind = attr.value.WhichOneof("value")
+                        attributes[attr.key] = getattr(attr.value, kind) if kind else None
+                    found.append(
+                        {
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_id": span.parent_span_id.hex() or None,
+                            "attributes": attributes,
+                            "service": service,
+                        }
+                    )
+        with self._lock:
+            self.spans.extend(found)
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self._server.shutdown()
+        self._server.server_close()
