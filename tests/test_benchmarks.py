@@ -114,3 +114,16 @@ def test_server_load_benchmark_reports_no_failures() -> None:
             r"server RSS [0-9.]+ MB",
             out,
         ), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_telemetry_benchmark_prints_its_costs() -> None:
+    out = _run("telemetry.py", "--smoke")
+    assert "opentelemetry modules after import harness_run, harness_run.local: 0" in out, out
+    for label in (
+        "one turn's instrumentation, no provider",
+        "one turn's instrumentation, SDK + in-memory exporter",
+    ):
+        assert re.search(rf"{re.escape(label)}: [0-9.]+ us", out), out
+    assert re.search(r"ratio on / off: [0-9.]+", out), out
