@@ -137,3 +137,69 @@ def test_telemetry_off_costs_nothing_and_sends_no_header() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.harness
+def test_serve_exports_traces_and_metrics_over_otlp(tmp_path: Path, scripted_model: ScriptedModel) -> None:
+    """The real ``harness-run serve`` process, set up by ``OTEL_*`` only: a request carrying a
+    ``traceparent`` continues that trace; spans and the server's metrics reach an OTLP/HTTP
+    collector on 127.0.0.1 (metrics flushed at shutdown)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from testkit.otel import OtlpReceiver
+
+    from ._helpers import cli
+
+    spec_file = tmp_path / "agent.yaml"
+    spec_file.write_text(AgentSpec(name="otlp", harness="claude-code", model=MODEL).to_yaml())
+    store = tmp_path / "store"
+    key = cli("serve", "keys", "create", "--name", "ci", "--store", str(store)).stdout.split()[-1]
+    scripted_model.add(shell("echo hi"), text("over otlp"))
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with OtlpReceiver() as collector:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_SERVICE_NAME": "team-server",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        args = [sys.executable, "-m", "harness_run", "serve", "--store", str(store), "--spec", str(spec_file)]
+        proc = subprocess.Popen(
+            [*args, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            assert proc.stdout is not None
+            base = proc.stdout.readline().split()[-1]
+            headers = {
+                "Authorization": f"Bearer {key}",
+                "Content-Type": "application/json",
+                "traceparent": f"00-{trace_id}-{parent_id}-01",
+            }
+            made = urllib.request.Request(f"{base}/v1/workspaces", data=b"{}", method="POST", headers=headers)
+            with urllib.request.urlopen(made, timeout=30) as answer:
+                sid = json.loads(answer.read())["session_id"]
+            secrets = {"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "k"}
+            body = json.dumps({"prompt": "hi", "secrets": secrets}).encode()
+            prompt = urllib.request.Request(
+                f"{base}/v1/workspaces/{sid}/prompt", data=body, method="POST", headers=headers
+            )
+            with urllib.request.urlopen(prompt, timeout=60) as answer:
+                assert b'"type":"result"' in answer.read()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        spans, metrics = list(collector.spans), dict(collector.metrics)
+
+    prompt_span = next(s for s in spans if s["name"].endswith("POST /v1/workspaces/{session_id}/prompt"))
+    assert (prompt_span["trace_id"], prompt_span["parent_id"]) == (trace_id, parent_id)
+    assert prompt_span["service"] == "team-server"
+    in_trace = {s["name"] for s in spans if s["trace_id"] == trace_id}
+    assert {"harness_run.turn", "harness_run.harness", "harness_run.tool"} <= in_trace
+    [turns] = metrics["harness_run.server.turns"][-1:]
+    assert turns["value"] == 1 and turns["attributes"]["harness_run.outcome"] == "completed"
+    assert metrics["harness_run.server.turn.duration"][-1]["value"] == 1  # one turn in the histogram

@@ -79,6 +79,8 @@ class OtlpReceiver:
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        self.metrics: dict[str, list[dict[str, Any]]] = {}
+        """Metric name -> its number data points (``value``, ``attributes``) as exported."""
         self._lock = threading.Lock()
         receiver = self
 
@@ -87,6 +89,8 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.path == "/v1/traces":
                     receiver.take(body)
+                elif self.path == "/v1/metrics":
+                    receiver.take_metrics(body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -126,6 +130,24 @@ class OtlpReceiver:
                     )
         with self._lock:
             self.spans.extend(found)
+
+    def take_metrics(self, body: bytes) -> None:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+        request: Any = ExportMetricsServiceRequest.FromString(body)  # protobuf messages are untyped
+        for resource in request.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    kind: str | None = metric.WhichOneof("data")
+                    data: Any = getattr(metric, kind) if kind else None
+                    points: list[dict[str, Any]] = []
+                    found: list[Any] = list(data.data_points) if data is not None else []
+                    for point in found:
+                        attributes = {a.key: a.value.string_value for a in point.attributes}
+                        value = point.count if kind == "histogram" else (point.as_int or point.as_double)
+                        points.append({"value": value, "attributes": attributes})
+                    with self._lock:
+                        self.metrics.setdefault(str(metric.name), []).extend(points)
 
     def __enter__(self) -> OtlpReceiver:
         self._thread.start()
