@@ -22,11 +22,12 @@ from harness_run.compiler._skills import stage_skills
 from harness_run.errors import SpecError, SpecIssue, UsageError
 from harness_run.harness import harness_files, mcp_secret_env
 from harness_run.spec import AgentSpec, StdioMcpServer
-from harness_run.vocab import pins
+from harness_run.vocab import pins, telemetry
 
 __all__ = ["compile"]
 
 
+@telemetry.traced("harness_run.compile")
 def compile(
     spec: AgentSpec,
     *,

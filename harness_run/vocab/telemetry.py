@@ -13,9 +13,10 @@ or output, an environment variable or a secret (the canary tests check it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-from collections.abc import Generator, Mapping, MutableMapping
+from collections.abc import Callable, Generator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.vocab.version import __version__
@@ -29,6 +30,7 @@ __all__ = [
     "AttrValue",
     "Span",
     "add",
+    "annotate",
     "configure_from_env",
     "enabled",
     "inject",
@@ -39,6 +41,7 @@ __all__ = [
     "shutdown",
     "span",
     "start_span",
+    "traced",
 ]
 
 AttrValue = str | int | float | bool
@@ -188,6 +191,30 @@ def span(name: str, *, kind: SpanKind = "internal", **attrs: AttrValue | None) -
         raise
     finally:
         handle.end()
+
+
+def traced[**P, R](name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a (synchronous) function: each call is a span named ``name``, current inside it."""
+
+    def wrap(func: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not enabled():
+                return func(*args, **kwargs)
+            with span(name):
+                return func(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+def annotate(**attrs: AttrValue | None) -> None:
+    """Set attributes on the current span (e.g. one a :func:`traced` function runs in)."""
+    if enabled():
+        from opentelemetry import trace
+
+        trace.get_current_span().set_attributes({f"{_SCOPE}.{k}": v for k, v in _clean(attrs).items()})
 
 
 def inject[H: MutableMapping[str, str]](headers: H) -> H:

@@ -52,7 +52,7 @@ async def test_a_sandbox_turn_is_one_trace_from_client_to_tool_call(deployed: De
                     "OTEL_BSP_SCHEDULE_DELAY": "100",
                 },
             ),
-            claims=sandbox.ClaimOptions(idle_ttl=0.0, claim_timeout=120.0),
+            claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=120.0),  # the worker stays up to export
             store=deployed.store_url,
             docker_client=deployed.docker_client,
             progress=False,
@@ -71,8 +71,10 @@ async def test_a_sandbox_turn_is_one_trace_from_client_to_tool_call(deployed: De
     trace_id = client_turn["context"]["trace_id"].removeprefix("0x")
     [claim] = [s for s in mine if s["name"] == "harness_run.claim"]
     assert claim["parent_id"] == client_turn["context"]["span_id"]
-    deploy_steps = {s["name"] for s in mine if s["name"].startswith("harness_run.deploy")}
-    assert {"harness_run.deploy", "harness_run.deploy.compile", "harness_run.deploy.apply"} <= deploy_steps
+    [deploy] = [s for s in mine if s["name"] == "harness_run.deploy"]
+    assert deploy["attributes"]["harness_run.engine"] == "sbx-otel"
+    steps = {s["name"] for s in mine if s["parent_id"] == deploy["context"]["span_id"]}
+    assert {"harness_run.compile", "harness_run.k8s.apply", "harness_run.deploy.pool_ready"} <= steps, steps
 
     in_trace = [s for s in worker_spans if s["trace_id"] == trace_id]
     names = {s["name"] for s in in_trace}

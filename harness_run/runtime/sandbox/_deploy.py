@@ -78,6 +78,7 @@ def _open(store: str | HistoryStore | None, project: str) -> tuple[HistoryStore,
     return store, getattr(store, "url", None)
 
 
+@telemetry.traced("harness_run.deploy")
 def deploy(
     spec: AgentSpec,
     *,
@@ -128,52 +129,49 @@ def deploy(
         raise UsageError("sandbox.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
     if not project or not location:
         raise UsageError("sandbox.deploy() needs project= and location= (e.g. 'my-project', 'us-central1')")
-    with telemetry.span("harness_run.deploy", engine=spec.name, runtime=RUNTIME, project=project) as root:
-        show = Progress(progress)
-        pool_size = _pool_size(warm_pool)
-        target = ClusterTarget.of(cluster)
-        image = image if image is not None else ImageOptions()
-        image = dataclasses.replace(image, registry=image.registry or default_registry(project, location))
-        pods = pods if pods is not None else PodOptions()
-        claims = claims if claims is not None else ClaimOptions()
-        history, store_url = _open(store, project)
-        if store_url is None:
-            raise UsageError(
-                "deploy(store=) takes the store's URL (gs://bucket/prefix), which the sandboxes open"
-            )
-        pods = dataclasses.replace(pods, env=pod_env(spec, pods, store_url=store_url, project=project))
-        connection = connect(target, project=project, location=location, caller="sandbox.deploy()")
-        kube = Kube(connection.api_client, target.namespace)
-        show.step("cluster", f"{connection.source} ({kube.server}), namespace {kube.namespace}")
-        with telemetry.span("harness_run.deploy.compile", engine=spec.name):
-            plan = compile(spec, image=image, pods=pods, namespace=target.namespace, pool_size=pool_size)
-        show.step("compile", f"{spec.name} version {plan.short} ({len(plan.files)} files)")
-        _image(plan, docker_client, show)
-        with telemetry.span("harness_run.deploy.apply", objects=len(plan.manifests)):
-            for obj in plan.manifests:
-                action, _ = kube.apply(obj)
-                show.step("apply", f"{obj['kind']} {obj['metadata']['name']} {action}")
-        pool = versioned_name(spec.name, plan.short)
-        if pool_size:
-            with telemetry.span("harness_run.deploy.pool_ready", pool=pool, size=pool_size):
-                _wait_pool(kube, pool, pool_size, ready_timeout)
-            show.step("pool ready", f"{pool}: {pool_size} sandbox{'es' if pool_size != 1 else ''} ready")
-        else:
-            show.step("pool ready", f"{pool}: no warm sandboxes (warm_pool=False: each turn cold-starts)")
-        existing = history.get_engine(spec.name, plan.digest)
-        record = EngineRecord(
-            name=spec.name,
-            version=plan.digest,
-            spec=spec.to_dict(),
-            runtime=RUNTIME,
-            created_at=time.time()
-            if existing is None or existing.version != plan.digest
-            else existing.created_at,
+    show = Progress(progress)
+    telemetry.annotate(engine=spec.name, runtime=RUNTIME, project=project)
+    pool_size = _pool_size(warm_pool)
+    target = ClusterTarget.of(cluster)
+    image = image if image is not None else ImageOptions()
+    image = dataclasses.replace(image, registry=image.registry or default_registry(project, location))
+    pods = pods if pods is not None else PodOptions()
+    claims = claims if claims is not None else ClaimOptions()
+    history, store_url = _open(store, project)
+    if store_url is None:
+        raise UsageError(
+            "deploy(store=) takes the store's URL (gs://bucket/prefix), which the sandboxes open"
         )
-        history.put_engine(record)
-        root.set(version=plan.short)
-        show.step("done", f"engine {spec.name} version {plan.short} (image {plan.image})")
-        return SandboxEngine(record, store=history, kube=kube, options=claims)
+    pods = dataclasses.replace(pods, env=pod_env(spec, pods, store_url=store_url, project=project))
+    connection = connect(target, project=project, location=location, caller="sandbox.deploy()")
+    kube = Kube(connection.api_client, target.namespace)
+    show.step("cluster", f"{connection.source} ({kube.server}), namespace {kube.namespace}")
+    plan = compile(spec, image=image, pods=pods, namespace=target.namespace, pool_size=pool_size)
+    show.step("compile", f"{spec.name} version {plan.short} ({len(plan.files)} files)")
+    _image(plan, docker_client, show)
+    for obj in plan.manifests:
+        action, _ = kube.apply(obj)
+        show.step("apply", f"{obj['kind']} {obj['metadata']['name']} {action}")
+    pool = versioned_name(spec.name, plan.short)
+    if pool_size:
+        _wait_pool(kube, pool, pool_size, ready_timeout)
+        show.step("pool ready", f"{pool}: {pool_size} sandbox{'es' if pool_size != 1 else ''} ready")
+    else:
+        show.step("pool ready", f"{pool}: no warm sandboxes (warm_pool=False: each turn cold-starts)")
+    existing = history.get_engine(spec.name, plan.digest)
+    record = EngineRecord(
+        name=spec.name,
+        version=plan.digest,
+        spec=spec.to_dict(),
+        runtime=RUNTIME,
+        created_at=time.time()
+        if existing is None or existing.version != plan.digest
+        else existing.created_at,
+    )
+    history.put_engine(record)
+    telemetry.annotate(version=plan.short)
+    show.step("done", f"engine {spec.name} version {plan.short} (image {plan.image})")
+    return SandboxEngine(record, store=history, kube=kube, options=claims)
 
 
 # --- image -----------------------------------------------------------------------------------------
@@ -224,14 +222,13 @@ def _image(plan: BuildPlan, docker_client: Any, show: Progress) -> None:
         show.step("build", f"{plan.image} is already in the registry: nothing to build or push")
         return
     show.step("build", f"building {plan.image}")
-    with telemetry.span("harness_run.deploy.build", image=plan.image):
-        build_image(plan, client=client, progress=show.log)
+    build_image(plan, client=client, progress=show.log)
     show.step("push", f"pushing {plan.image}")
-    with telemetry.span("harness_run.deploy.push", image=plan.image):
-        _push(client, plan.image)
+    _push(client, plan.image)
     show.step("push", f"{plan.image} pushed")
 
 
+@telemetry.traced("harness_run.image.push")
 def _push(client: Any, image: str) -> None:
     import docker.errors
 
@@ -253,6 +250,7 @@ def _push(client: Any, image: str) -> None:
 # --- pool ------------------------------------------------------------------------------------------
 
 
+@telemetry.traced("harness_run.deploy.pool_ready")
 def _wait_pool(kube: Kube, pool: str, replicas: int, timeout: float) -> None:
     def ready(obj: Obj | None) -> bool:
         return obj is None or int(get_str(obj, "status", "readyReplicas") or 0) >= replicas
