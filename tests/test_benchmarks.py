@@ -111,6 +111,21 @@ def test_harnessbox_benchmark_prints_the_layer_cost() -> None:
 
 @pytest.mark.harness
 @pytest.mark.slow
+def test_server_load_benchmark_reports_no_failures() -> None:
+    out = _run("server_load.py", "--smoke")
+    assert re.search(r"harness's first event -> client, through SSE: p50 [0-9.]+ ms, p95 [0-9.]+ ms", out), (
+        out
+    )
+    for label in ("5 SSE subscribers on one session", "2 concurrent sessions"):
+        assert re.search(
+            rf"{label}: wall [0-9.]+ s, failures 0, lost 0, duplicated 0, server CPU [0-9.]+ s, "
+            r"server RSS [0-9.]+ MB",
+            out,
+        ), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_dashboard_benchmark_prints_page_timings() -> None:
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("no /usr/bin/chromium: install Debian's chromium (scripts/test does, with apt-get)")
@@ -140,3 +155,16 @@ def test_workspace_pool_benchmark_prints_clone_and_pooled_times() -> None:
     ):
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
     assert re.search(r"^ratio clone / pooled: [0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_telemetry_benchmark_prints_its_costs() -> None:
+    out = _run("telemetry.py", "--smoke")
+    assert "opentelemetry modules after import harness_run, harness_run.local: 0" in out, out
+    for label in (
+        "one turn's instrumentation, no provider",
+        "one turn's instrumentation, SDK + in-memory exporter",
+    ):
+        assert re.search(rf"{re.escape(label)}: [0-9.]+ us", out), out
+    assert re.search(r"ratio on / off: [0-9.]+", out), out

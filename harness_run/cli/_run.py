@@ -64,7 +64,15 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"spec file {args.spec!r} not found; give the path of a YAML or JSON spec")
     spec = AgentSpec.from_yaml(path)
     config = TurnConfig(model=args.model) if args.model else None
-    return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
+    from harness_run.vocab import telemetry
+
+    if not telemetry.configure_from_env("harness-run"):  # only with the otel extra and OTEL_* set
+        return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
+    try:  # the turn's spans under one root span, flushed before the fast exit
+        with telemetry.span("harness-run run", engine=spec.name):
+            return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
+    finally:
+        telemetry.shutdown()
 
 
 async def _turn(

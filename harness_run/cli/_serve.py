@@ -124,7 +124,13 @@ def _serve(args: argparse.Namespace) -> int:
     def ready(port: int) -> None:
         print(f"harness-run server listening on http://{args.host}:{port}", flush=True)
 
-    asyncio.run(serve(args.store, specs=specs, host=args.host, port=args.port, ready=ready))
+    from harness_run.vocab import telemetry
+
+    telemetry.configure_from_env("harness-run-server")  # only with the otel extra and OTEL_* set
+    try:
+        asyncio.run(serve(args.store, specs=specs, host=args.host, port=args.port, ready=ready))
+    finally:
+        telemetry.shutdown()
     return 0
 
 

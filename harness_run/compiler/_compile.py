@@ -22,11 +22,12 @@ from harness_run.compiler._skills import stage_skills
 from harness_run.errors import SpecError, SpecIssue, UsageError
 from harness_run.harness import harness_files, mcp_secret_env
 from harness_run.spec import AgentSpec, StdioMcpServer
-from harness_run.vocab import pins
+from harness_run.vocab import pins, telemetry
 
 __all__ = ["compile", "read_ca", "requirements_text"]
 
 
+@telemetry.traced("harness_run.compile")
 def compile(
     spec: AgentSpec,
     *,
@@ -73,7 +74,8 @@ def compile(
     files.update(ctx.library_files())
     files["bin/harness-run"] = ctx.LAUNCHER.encode()
     executables.add("bin/harness-run")
-    files["requirements/harness-run.txt"] = requirements_text(pins.IMAGE_REQUIREMENTS)
+    otel = pins.OTEL_REQUIREMENTS if image.telemetry else ()
+    files["requirements/harness-run.txt"] = requirements_text(pins.IMAGE_REQUIREMENTS + otel)
     if spec.packages:
         files["requirements/agent.txt"] = requirements_text(sorted(set(spec.packages)))
     files["spec.json"] = ctx.canonical_json(spec.to_dict())

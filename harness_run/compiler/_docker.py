@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from harness_run.errors import BuildError
+from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
     from harness_run.compiler._plan import BuildPlan
@@ -17,6 +18,7 @@ __all__ = ["build_image"]
 _TAIL_LINES = 30
 
 
+@telemetry.traced("harness_run.image.build")
 def build_image(
     plan: BuildPlan,
     *,

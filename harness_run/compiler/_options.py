@@ -39,12 +39,16 @@ class ImageOptions:
       ``None``: ``harness-run`` for :func:`~harness_run.compiler.compile`; for
       :func:`harness_run.sandbox.deploy`, ``$HARNESS_RUN_REGISTRY`` or the project's Artifact
       Registry repository ``<location>-docker.pkg.dev/<project>/harness-run``.
+    - ``telemetry``: install the OpenTelemetry SDK and OTLP exporter (the ``otel`` extra) so the
+      worker exports spans, configured by ``OTEL_*`` variables in ``PodOptions.env``. Part of the
+      digest when True (images without it are unchanged).
     """
 
     base_image: str = DEFAULT_BASE_IMAGE
     ca_files: Sequence[str | Path] = ()
     build_network: str | None = None
     registry: str | None = None
+    telemetry: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_image, str) or not self.base_image.strip():  # pyright: ignore[reportUnnecessaryIsInstance]

@@ -13,10 +13,12 @@ from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
 from harness_run.runtime._run import Run
+from harness_run.runtime._tracing import end_turn_span, start_turn_span
 from harness_run.runtime._transcript import Transcript, load_transcript
 from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
 from harness_run.store import SessionRecord, TurnRecord
+from harness_run.vocab.telemetry import NOOP, Span
 
 if TYPE_CHECKING:
     from harness_run.store import HistoryStore
@@ -231,14 +233,19 @@ class Session:
         get_driver(spec.harness).check(spec)  # what the harness cannot honour is refused, not ignored
         plan = TurnPlan(spec=spec, secrets=resolve_secrets(spec, secrets), config=turn_config)
         run = Run(self.session_id, self._record.turns + 1, prompt, message_id)
+        span = start_turn_span(self._record.engine, self.session_id, run.turn, spec.harness, spec.model)
         try:  # the backend may refuse synchronously: nothing is set then
-            body = self._backend.execute_turn(self, run, plan)
-        except SessionBusyError:
-            self.refresh()  # another client holds the turn: show where the session stands
+            with span.current():  # a remote backend's start request carries the turn's trace context
+                body = self._backend.execute_turn(self, run, plan)
+        except BaseException as exc:
+            span.fail(type(exc).__name__)
+            span.end()
+            if isinstance(exc, SessionBusyError):
+                self.refresh()  # another client holds the turn: show where the session stands
             raise
         self._current = run
         self._messages[run.message_id] = run
-        run.start(self._drive(body))
+        run.start(self._drive(body, span))
         return run
 
     def attach(self, run: Run, body: Coroutine[Any, Any, TurnOutcome]) -> None:
@@ -247,8 +254,14 @@ class Session:
         self._current = run
         run.start(self._drive(body))
 
-    async def _drive(self, body: Coroutine[Any, Any, TurnOutcome]) -> RunResult:
-        outcome = await body
+    async def _drive(self, body: Coroutine[Any, Any, TurnOutcome], span: Span = NOOP) -> RunResult:
+        outcome: TurnOutcome | None = None
+        try:
+            with span.current():
+                outcome = await body
+        finally:
+            run = self._current
+            end_turn_span(span, outcome.result if outcome else None, run.turn if run is not None else 0)
         if outcome.record is not None:
             self._record = outcome.record
         if outcome.cancelled:

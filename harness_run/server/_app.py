@@ -37,6 +37,7 @@ from harness_run.server._keys import KeyStore, check_key
 from harness_run.server._openapi import openapi_document
 from harness_run.server._state import ServerState
 from harness_run.store import EngineRecord
+from harness_run.vocab import telemetry
 from harness_run.vocab.version import __version__
 
 __all__ = ["make_app"]
@@ -44,6 +45,27 @@ __all__ = ["make_app"]
 STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
 KEYS: web.AppKey[KeyStore] = web.AppKey("keys", KeyStore)
 _OPEN = frozenset({"/healthz", "/openapi.json", *DASHBOARD_PATHS})  # the dashboard's files hold no data
+
+
+@web.middleware
+async def _trace(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A server span per request, continuing the client's trace (W3C ``traceparent``); 5xx count
+    as errors in the metrics. Nothing at all when telemetry is off."""
+    if not (telemetry.enabled() or telemetry.metrics_enabled()):
+        return await handler(request)
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    span = telemetry.route_span(request.method, route, request.headers, "harness_run.server")
+    try:
+        with span.current():
+            response = await handler(request)
+        span.set(status=response.status)
+        if response.status >= 500:
+            span.fail(f"HTTP {response.status}")
+            telemetry.add("harness_run.server.errors", route=route, status=response.status)
+        return response
+    finally:
+        span.end()
 
 
 @web.middleware
@@ -261,7 +283,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
 def make_app(state: ServerState, keys: KeyStore) -> web.Application:
     """The server app over ``state``, with API keys checked in ``keys``, and the web dashboard at
     ``/``. No CORS headers are sent: browsers on other origins cannot call it."""
-    app = web.Application(middlewares=[guard_errors, _auth], client_max_size=16 * 1024 * 1024)
+    app = web.Application(middlewares=[_trace, guard_errors, _auth], client_max_size=16 * 1024 * 1024)
     app[STATE] = state
     app[KEYS] = keys
     for method, path, handler in ROUTES:

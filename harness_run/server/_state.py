@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from harness_run.runtime import Engine, Run, Session
 from harness_run.runtime.local import LocalEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore
+from harness_run.vocab import telemetry
 
 __all__ = ["ServerState"]
 
@@ -53,6 +55,7 @@ class ServerState:
             self.engines[name] = self._local(spec)
         self._turn_started: dict[str, asyncio.Event] = {}
         self._runs: dict[str, Run] = {}  # the turn each session last started here
+        telemetry.add("harness_run.server.engines", len(self.engines))
 
     def _local(self, spec: AgentSpec) -> Engine:
         return LocalEngine(spec, workdir=self.workdir, store=self.store)
@@ -118,6 +121,9 @@ class ServerState:
         run_task = asyncio.ensure_future(run.wait())
         run_task.add_done_callback(lambda t: t.cancelled() or t.exception())
         run_task.add_done_callback(lambda _: self._runs.pop(sid) if self._runs.get(sid) is run else None)
+        engine, harness = session.record.engine, session.harness
+        telemetry.add("harness_run.server.active_sessions", 1, engine=engine)
+        run_task.add_done_callback(lambda _: _turn_metrics(run, engine, harness))
         waiter = self._turn_started.pop(session.session_id, None)
         if waiter is not None:
             waiter.set()
@@ -160,6 +166,18 @@ class ServerState:
                 await asyncio.wait_for(waiter.wait(), POLL)
             except TimeoutError:
                 yield None
+
+
+def _turn_metrics(run: Run, engine: str, harness: str) -> None:
+    """Count the ended turn (by engine, harness, outcome), its duration and a failure."""
+    result = run.result
+    outcome = "cancelled" if result is None else result.stop_reason
+    telemetry.add("harness_run.server.active_sessions", -1, engine=engine)
+    telemetry.add("harness_run.server.turns", 1, engine=engine, harness=harness, outcome=outcome)
+    duration = time.time() - run.started_at
+    telemetry.record("harness_run.server.turn.duration", duration, engine=engine, harness=harness)
+    if result is None or result.is_error:
+        telemetry.add("harness_run.server.errors", 1, engine=engine, harness=harness, outcome=outcome)
 
 
 async def _settled(run: Run) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "LIBRARY_REQUIREMENTS",
     "NPM_BOOTSTRAP_TARBALL",
     "NPM_PACKAGES",
+    "OTEL_REQUIREMENTS",
     "WORKER_REQUIREMENTS",
 ]
 
@@ -60,6 +61,13 @@ LIBRARY_REQUIREMENTS: Final[tuple[str, ...]] = (
 WORKER_REQUIREMENTS: Final[tuple[str, ...]] = (
     "aiohttp==3.14.5",
     "google-cloud-storage==3.17.1",
+)
+
+# With ``ImageOptions(telemetry=True)`` (pyproject's ``otel`` extra): the worker exports its spans.
+OTEL_REQUIREMENTS: Final[tuple[str, ...]] = (
+    "opentelemetry-api==1.45.2",
+    "opentelemetry-sdk==1.45.2",
+    "opentelemetry-exporter-otlp-proto-http==1.45.2",
 )
 
 # requirements/harness-run.txt in the image: the library and its worker.

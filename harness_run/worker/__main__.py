@@ -22,9 +22,11 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from harness_run.vocab import telemetry
     from harness_run.worker._app import serve
     from harness_run.worker._settings import WorkerSettings
 
+    telemetry.configure_from_env("harness-run-worker")  # only with the otel extra and OTEL_* set
     try:
         settings = WorkerSettings.from_env(os.environ)
         asyncio.run(serve(settings, started=_STARTED))
@@ -34,6 +36,8 @@ def main() -> int:
     except OSError as exc:  # e.g. the port is taken
         print(f"harness-run worker: cannot serve: {exc}", file=sys.stderr)
         return 2
+    finally:
+        telemetry.shutdown()  # flush the spans of the last turn
     return 0
 
 

@@ -34,6 +34,7 @@ from harness_run.runtime.remote import (
     TurnRequest,
 )
 from harness_run.spec import AgentSpec
+from harness_run.vocab import telemetry
 from harness_run.vocab.version import __version__
 from harness_run.worker._settings import WorkerSettings, open_history_store, token_matches
 from harness_run.worker._turns import TurnState, Worker
@@ -61,6 +62,24 @@ def _json(model: BaseModel, status: int = 200) -> web.Response:
     return web.Response(
         text=model.model_dump_json(), status=status, content_type="application/json", charset="utf-8"
     )
+
+
+@web.middleware
+async def _trace(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A server span per request, continuing the caller's trace (``traceparent``); the turn started
+    by ``POST /v1/turns`` runs in that span's context. Nothing when telemetry is off."""
+    if not telemetry.enabled():
+        return await handler(request)
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    span = telemetry.route_span(request.method, route, request.headers, "harness_run.worker")
+    try:
+        with span.current():
+            response = await handler(request)
+        span.set(status=response.status)
+        return response
+    finally:
+        span.end()
 
 
 @web.middleware
@@ -264,7 +283,7 @@ async def _turn_events(state: TurnState, after: int) -> AsyncIterator[AgentEvent
 
 
 def make_app(worker: Worker, settings: WorkerSettings) -> web.Application:
-    app = web.Application(middlewares=[_guard], client_max_size=16 * 1024 * 1024)
+    app = web.Application(middlewares=[_trace, _guard], client_max_size=16 * 1024 * 1024)
     app[_WORKER] = worker
     app[_SETTINGS] = settings
     app.router.add_get("/healthz", _health)

@@ -19,6 +19,7 @@ from harness_run.errors import (
     SpecIssue,
     UsageError,
 )
+from harness_run.vocab.telemetry import inject
 
 if TYPE_CHECKING:
     import aiohttp
@@ -48,7 +49,7 @@ class Wire:
         """One JSON request; the answer's JSON (None for 204), or the error it stands for."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
-            f"{self.base_url}{path}", data=data, method=method, headers=self._headers
+            f"{self.base_url}{path}", data=data, method=method, headers=inject(dict(self._headers))
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as answer:
@@ -93,7 +94,7 @@ class Wire:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=_READ_TIMEOUT)
         deadline: float | None = None
         while True:
-            headers = {**self._headers, "Accept": "text/event-stream", "Last-Event-ID": last}
+            headers = inject({**self._headers, "Accept": "text/event-stream", "Last-Event-ID": last})
             try:
                 async with (
                     aiohttp.ClientSession() as http,

@@ -23,6 +23,7 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
+from harness_run.runtime._tracing import ToolSpans
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._git import Delivery, deliver
@@ -38,6 +39,7 @@ from harness_run.runtime.local._workspace import (
 from harness_run.security import agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord
+from harness_run.vocab import telemetry
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
 
@@ -265,8 +267,10 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         values = secret_values(secrets)
         forms = secret_forms(values)
 
+        tools = ToolSpans(telemetry.NOOP)  # one span per tool call, under the harness's span
+
         def emit(event: AgentEvent) -> None:
-            run.emit(redact_event(event, forms))
+            tools.see(run.emit(redact_event(event, forms)))
             if event.type == "started":  # store the harness's own session id at once
                 keeper.nudge()
 
@@ -288,7 +292,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 )
 
             await lock.acquire(waiting)
-            ctx = await self._prepare(record, run, plan, secrets, emit, driver)
+            with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
+                ctx = await self._prepare(record, run, plan, secrets, emit, driver)
             process = TurnProcess(
                 driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
@@ -301,7 +306,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 return ok
 
             run.bind(interrupt=process.stop, steer=steer)
-            result = await process.run()
+            with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
+                result = await process.run()
+            tools.close()
             result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
             result = (process.cancelled_result if process is not None else None) or RunResult(
@@ -366,17 +373,18 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
         try:
-            if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
-                await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
-            if spec.checkpoint and ctx is not None:
-                root = driver.native_root(ctx)
-                host_dir = self._paths(record.session_id, record.config).host_dir
-                snapshot = await asyncio.to_thread(
-                    self._checkpoint, ctx, root, native, values, run.turn, not host_dir
-                )
-            pending = run.events[run.flushed :]
-            await asyncio.to_thread(self.store.append_events, record.session_id, run.turn, pending)
-            run.flushed = max(run.flushed, len(run.events))
+            with telemetry.span("harness_run.store.write", session=record.session_id, turn=run.turn):
+                if ctx is not None and spec.repos:  # no token in a remote URL or git config, ever stored
+                    await asyncio.to_thread(scrub_git_credentials, ctx.workspace, spec, secret_forms(values))
+                if spec.checkpoint and ctx is not None:
+                    root = driver.native_root(ctx)
+                    host_dir = self._paths(record.session_id, record.config).host_dir
+                    snapshot = await asyncio.to_thread(
+                        self._checkpoint, ctx, root, native, values, run.turn, not host_dir
+                    )
+                pending = run.events[run.flushed :]
+                await asyncio.to_thread(self.store.append_events, record.session_id, run.turn, pending)
+                run.flushed = max(run.flushed, len(run.events))
         except StoreError as exc:
             return self._store_failed(record, run, result, exc, values)
         run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
@@ -408,7 +416,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             snapshot=snapshot if snapshot is not record.snapshot else None,
         )
         try:
-            await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
+            with telemetry.span("harness_run.store.write", session=record.session_id, turn=run.turn):
+                await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
         except StoreError as exc:  # the result is out already: the caller still gets the error
             failed = self._store_failed(record, run, result, exc, values)
             return TurnOutcome(failed.result, failed.record)

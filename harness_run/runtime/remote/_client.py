@@ -35,6 +35,7 @@ from harness_run.runtime.remote._protocol import (
     TurnInfo,
     TurnRequest,
 )
+from harness_run.vocab.telemetry import inject
 
 if TYPE_CHECKING:
     import aiohttp
@@ -158,7 +159,7 @@ class WorkerClient:
         deadline: float | None = None
         problem = "the stream ended before the result"
         while True:
-            headers = {"Last-Event-ID": str(last)} if last >= 0 else {}
+            headers = inject({"Last-Event-ID": str(last)} if last >= 0 else {})
             try:
                 async with self._session().get(url, headers=headers, timeout=timeout) as response:
                     if response.status != 200:
@@ -205,7 +206,7 @@ class WorkerClient:
 
         url = f"{self.base_url}{path}"
         data = body.model_dump_json() if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers = inject({"Content-Type": "application/json"} if data is not None else {})
         timeout = aiohttp.ClientTimeout(total=self.timeout + extra_time, sock_connect=5)
         deadline = time.monotonic() + self.unreachable_after
         while True:

@@ -29,6 +29,7 @@ from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.security import redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
+from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -190,7 +191,9 @@ class WorkerEngine(EngineBase):
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
         try:
-            claim = await self.claims.acquire(sid)
+            with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
+                claim = await self.claims.acquire(sid)
+                claiming.set(sandbox=claim.name)
             from harness_run.runtime.remote._protocol import TurnRequest
 
             request = TurnRequest(

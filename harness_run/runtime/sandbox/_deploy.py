@@ -24,7 +24,7 @@ from harness_run.runtime.sandbox._progress import Progress
 from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, open_store
-from harness_run.vocab import k8s
+from harness_run.vocab import k8s, telemetry
 
 __all__ = [
     "default_registry",
@@ -86,6 +86,7 @@ def _open(store: str | HistoryStore | None, project: str) -> tuple[HistoryStore,
     return store, getattr(store, "url", None)
 
 
+@telemetry.traced("harness_run.deploy")
 def deploy(
     spec: AgentSpec,
     *,
@@ -137,6 +138,7 @@ def deploy(
     if not project or not location:
         raise UsageError("sandbox.deploy() needs project= and location= (e.g. 'my-project', 'us-central1')")
     show = Progress(progress)
+    telemetry.annotate(engine=spec.name, runtime=RUNTIME, project=project)
     pool_size = _pool_size(warm_pool)
     target = ClusterTarget.of(cluster)
     image = image if image is not None else ImageOptions()
@@ -175,6 +177,7 @@ def deploy(
         else existing.created_at,
     )
     history.put_engine(record)
+    telemetry.annotate(version=plan.short)
     show.step("done", f"engine {spec.name} version {plan.short} (image {plan.image})")
     return SandboxEngine(record, store=history, kube=kube, options=claims)
 
@@ -236,6 +239,7 @@ def publish_image(plan: BuildPlan, docker_client: Any, show: Progress) -> bool:
     return True
 
 
+@telemetry.traced("harness_run.image.push")
 def _push(client: Any, image: str) -> None:
     import docker.errors
 
@@ -257,6 +261,7 @@ def _push(client: Any, image: str) -> None:
 # --- pool ------------------------------------------------------------------------------------------
 
 
+@telemetry.traced("harness_run.deploy.pool_ready")
 def _wait_pool(kube: Kube, pool: str, replicas: int, timeout: float) -> None:
     def ready(obj: Obj | None) -> bool:
         return obj is None or int(get_str(obj, "status", "readyReplicas") or 0) >= replicas

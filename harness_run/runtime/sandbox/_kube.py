@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, cast
 
 from harness_run.errors import InfrastructureError, UsageError
-from harness_run.vocab import k8s
+from harness_run.vocab import k8s, telemetry
 
 __all__ = ["Kube", "KubeStatus", "get_list", "get_map", "get_str"]
 
@@ -172,6 +172,7 @@ class Kube:
     def create(self, obj: Obj) -> Obj:
         return self._request("POST", _path(kind_of(obj), self.namespace), body=obj)
 
+    @telemetry.traced("harness_run.k8s.apply")
     def apply(self, obj: Obj) -> tuple[str, Obj]:
         """Create ``obj``, or merge-patch it when it exists; returns ("created"|"patched", object)."""
         kind = kind_of(obj)
