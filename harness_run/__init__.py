@@ -22,6 +22,7 @@ from harness_run.spec import (
     RepoSource,
     Resources,
     Secret,
+    SecurityPolicy,
     SessionConfig,
     SkillSource,
     SystemPrompt,
@@ -43,6 +44,7 @@ __all__ = [
     "RepoSource",
     "Resources",
     "Secret",
+    "SecurityPolicy",
     "SkillSource",
     "SystemPrompt",
 ]

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from harness_run.errors import UsageError
+from harness_run.harness._policy import HOOK_TIMEOUT_S, claude_deny_rules, opencode_permission
 from harness_run.spec import AgentSpec, RemoteMcpServer, StdioMcpServer
 
 __all__ = [
@@ -93,7 +94,9 @@ def mcp_secret_values(spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, 
 # --- Claude Code --------------------------------------------------------------------------------
 
 
-def claude_files(spec: AgentSpec) -> dict[str, str]:
+def claude_files(spec: AgentSpec, hook_command: str | None = None) -> dict[str, str]:
+    """``mcp.json`` and ``settings.json``; ``hook_command`` is the guard (a ``PreToolUse`` hook for
+    every tool, see :mod:`harness_run.harness._policy`), added by the local driver at launch."""
     servers: dict[str, Any] = {}
     for server in spec.mcp_servers:
         refs = {k: f"${{{mcp_secret_env(server.name, k)}}}" for k in _secret_refs(server)}
@@ -110,12 +113,18 @@ def claude_files(spec: AgentSpec) -> dict[str, str]:
                 "url": server.url,
                 "headers": {**server.headers, **refs},
             }
+    deny = list(dict.fromkeys([*spec.disallowed_tools, *claude_deny_rules(spec.security_policy)]))
     permissions: dict[str, Any] = {
         "allow": list(spec.allowed_tools),
-        "deny": list(spec.disallowed_tools),
+        "deny": deny,
         "defaultMode": spec.permission_mode,
     }
-    return {"mcp.json": _json({"mcpServers": servers}), "settings.json": _json({"permissions": permissions})}
+    settings: dict[str, Any] = {"permissions": permissions}
+    if hook_command is not None:
+        hook = {"type": "command", "command": hook_command, "timeout": HOOK_TIMEOUT_S}
+        settings["hooks"] = {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}
+        settings["disableAllHooks"] = False
+    return {"mcp.json": _json({"mcpServers": servers}), "settings.json": _json(settings)}
 
 
 # --- Codex --------------------------------------------------------------------------------------
@@ -129,17 +138,27 @@ _CODEX_PERMISSIONS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def codex_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+def codex_files(
+    spec: AgentSpec, settings: Mapping[str, Any] | None = None, hook_command: str | None = None
+) -> dict[str, str]:
     """``config.toml`` for Codex. ``settings`` adds run-time keys (the local driver's model provider,
     instructions, …): scalars and lists go to the top level, dicts become tables (one level of
-    sub-tables, as for MCP servers). Without it the output is what the image bakes in."""
+    sub-tables, as for MCP servers). Without it the output is what the image bakes in.
+    ``hook_command`` is the guard, registered as a ``PreToolUse`` hook for every tool; with
+    ``security_policy.deny_network`` the sandbox is ``workspace-write`` with the network off."""
     approval, sandbox = _CODEX_PERMISSIONS[spec.permission_mode]
+    policy = spec.security_policy
     extra = dict(settings or {})
+    if policy.deny_network:
+        sandbox = "workspace-write" if sandbox == "danger-full-access" else sandbox
+        extra["sandbox_workspace_write"] = {"network_access": False}
+    if policy.include_credential_guards or policy.deny_network:
+        extra["web_search"] = "disabled"
     tables = {k: cast(dict[str, Any], v) for k, v in extra.items() if isinstance(v, dict)}
     lines = [
         f"# {GENERATED}",
-        f"approval_policy = {_toml_str(approval)}",
-        f"sandbox_mode = {_toml_str(sandbox)}",
+        f"approval_policy = {toml_str(approval)}",
+        f"sandbox_mode = {toml_str(sandbox)}",
         *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in extra.items() if k not in tables),
         "",
         *(line for name, table in tables.items() for line in [*_toml_table(name, table), ""]),
@@ -149,6 +168,8 @@ def codex_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> d
         "[features]",
         "plugins = false",
     ]
+    if hook_command is not None:
+        lines += ["hooks = true", "", *codex_hook_toml(hook_command)]
     for server in spec.mcp_servers:
         table: dict[str, Any] = {}
         if isinstance(server, StdioMcpServer):
@@ -164,6 +185,19 @@ def codex_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> d
             table["disabled_tools"] = disabled
         lines.extend(["", *_toml_table(f"mcp_servers.{_toml_key(server.name)}", table)])
     return {"config.toml": "\n".join(lines) + "\n"}
+
+
+def codex_hook_toml(command: str) -> list[str]:
+    """``config.toml`` lines registering the guard as Codex's ``PreToolUse`` hook for every tool."""
+    return [
+        "[[hooks.PreToolUse]]",
+        'matcher = ".*"',
+        "",
+        "[[hooks.PreToolUse.hooks]]",
+        'type = "command"',
+        f"command = {toml_str(command)}",
+        f"timeout = {HOOK_TIMEOUT_S}",
+    ]
 
 
 def _codex_stdio(server: StdioMcpServer) -> dict[str, Any]:
@@ -185,7 +219,7 @@ def _mcp_tools(tools: tuple[str, ...], server: str) -> list[str]:
     return sorted(t.removeprefix(prefix) for t in tools if t.startswith(prefix))
 
 
-def _toml_str(value: str) -> str:
+def toml_str(value: str) -> str:
     out = ['"']
     for ch in value:
         if ch in '"\\':
@@ -199,7 +233,7 @@ def _toml_str(value: str) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _toml_str(key)
+    return key if _BARE_KEY.match(key) else toml_str(key)
 
 
 def _toml_value(value: Any) -> str:
@@ -208,7 +242,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return _toml_str(value)
+        return toml_str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in cast(list[Any], value)) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
@@ -279,6 +313,9 @@ def opencode_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -
             config[key] = {**cast(dict[str, Any], current), **cast(Mapping[str, Any], value)}
         else:
             config[key] = value
+    permission: dict[str, Any] = dict(config["permission"])
+    permission.update(opencode_permission(spec.security_policy, permission))
+    config["permission"] = permission  # the policy last: no allowed tool re-opens what it denies
     return {"opencode.json": _json(config)}
 
 

@@ -39,6 +39,7 @@ from harness_run.harness._base import (
 )
 from harness_run.harness._files import claude_files
 from harness_run.harness._locate import BinarySource
+from harness_run.harness._policy import guard_command, refuse_policy
 from harness_run.spec import AgentSpec
 
 __all__ = ["ClaudeCodeDriver"]
@@ -90,13 +91,16 @@ class ClaudeCodeDriver:
         return _SOURCE.locate(override)
 
     def check(self, spec: AgentSpec) -> None:
-        """Claude Code honours every spec field (tools, limits, budget, effort, schema) natively."""
+        """Claude Code honours every spec field (tools, limits, budget, effort, schema) natively;
+        of the security policy, ``deny_network`` is refused (no sandbox cuts its tools' network)."""
+        refuse_policy(spec.security_policy, self.name)
 
     def config_dir(self, ctx: TurnContext) -> Path:
         return ctx.home / ".claude"
 
     def launch(self, ctx: TurnContext) -> LaunchPlan:
         spec = ctx.spec
+        self.check(spec)
         argv = [
             self.locate(ctx.binary),
             "-p",
@@ -135,7 +139,7 @@ class ClaudeCodeDriver:
         if schema is not None:
             argv += ["--json-schema", json.dumps(schema, sort_keys=True, separators=(",", ":"))]
         files: dict[Path, str] = {}
-        for rel, text in claude_files(spec).items():
+        for rel, text in claude_files(spec, hook_command=guard_command(spec.security_policy)).items():
             path = ctx.home / "harness-run" / rel
             files[path] = text
             if rel.endswith("mcp.json"):

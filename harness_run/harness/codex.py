@@ -60,6 +60,7 @@ from harness_run.harness._base import (
 from harness_run.harness._files import codex_files
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
+from harness_run.harness._policy import guard_command, refuse_policy
 from harness_run.spec import AgentSpec
 from harness_run.vocab.pricing import rates, unknown_cost_event
 
@@ -159,6 +160,7 @@ class CodexDriver:
         if budget is not None:
             problems.append(budget)
         refuse(self.name, problems)
+        refuse_policy(spec.security_policy, self.name)
 
     def codex_home(self, ctx: TurnContext) -> Path:
         return ctx.home / ".codex"
@@ -200,11 +202,14 @@ class CodexDriver:
             settings["developer_instructions"] = spec.system_prompt.text
         if _WEB_SEARCH & set(spec.disallowed_tools):
             settings["web_search"] = "disabled"
-        files[home / "config.toml"] = codex_files(spec, settings)["config.toml"]
+        hook = guard_command(spec.security_policy)
+        files[home / "config.toml"] = codex_files(spec, settings, hook_command=hook)["config.toml"]
 
         resuming = ctx.resume and ctx.native_session_id is not None
         argv = [self.locate(ctx.binary), "exec", *(["resume"] if resuming else [])]
         argv += ["--json", "--skip-git-repo-check", "-m", wire_model(spec.model)]
+        if hook is not None:  # `codex exec` runs only hooks a user trusted in its TUI; this one is ours
+            argv.append("--dangerously-bypass-hook-trust")
         schema = spec.output_json_schema
         if schema is not None:
             files[ours / "output-schema.json"] = _dumps(strict_schema(schema))

@@ -53,6 +53,7 @@ from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, T
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
+from harness_run.harness._policy import refuse_policy
 from harness_run.spec import AgentSpec
 from harness_run.vocab.envrules import PROVIDER_VARIABLES
 from harness_run.vocab.pricing import rates, unknown_cost_event
@@ -134,6 +135,7 @@ class OpenCodeDriver:
         if budget is not None:
             problems.append(budget)
         refuse(self.name, problems)
+        refuse_policy(spec.security_policy, self.name)
 
     def xdg(self, home: Path) -> dict[str, Path]:
         return {

@@ -12,6 +12,7 @@ from harness_run.spec._agent import (
 from harness_run.spec._checks import check_prompt, is_reserved_env_name, looks_like_credential
 from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
 from harness_run.spec._git import CommitMoment, GitOptions
+from harness_run.spec._security import SecurityPolicy
 from harness_run.spec._values import (
     GitRepo,
     GitSkill,
@@ -46,6 +47,7 @@ __all__ = [
     "RepoSource",
     "Resources",
     "Secret",
+    "SecurityPolicy",
     "SessionConfig",
     "SkillSource",
     "StdioMcpServer",

@@ -6,12 +6,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from harness_run.spec._base import SpecModel, from_document, spec_fail
 from harness_run.spec._checks import check_model_for_harness
 from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema, json_schema_of
+from harness_run.spec._security import SecurityPolicy
 from harness_run.spec._types import (
     DURATION_PATTERN,
     AgentName,
@@ -111,6 +119,11 @@ class AgentSpec(SpecModel):
         default=None, description="Model endpoint (gateway) URL; else the standard env variables."
     )
     git: GitOptions | None = Field(default=None, description="Commit/push the agent's work to its branch.")
+    security_policy: SecurityPolicy = Field(
+        default_factory=SecurityPolicy,
+        description="Tools, shell commands and network the agent may not use; credential guards "
+        "(on by default). Enforced by each harness before a tool runs.",
+    )
 
     if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
 
@@ -143,7 +156,17 @@ class AgentSpec(SpecModel):
             setup_script: str | None = None,
             model_base_url: str | None = None,
             git: GitOptions | None = None,
+            security_policy: SecurityPolicy | Mapping[str, Any] = ...,
         ) -> None: ...
+
+    @model_serializer(mode="wrap")
+    def _drop_default_policy(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The default policy is left out of the data, so specs that do not set one keep their
+        engine digest."""
+        data: dict[str, Any] = handler(self)
+        if self.security_policy.is_default:
+            data.pop("security_policy", None)
+        return data
 
     # ---- checks that need other fields (the ones declared above them) ----------------------
 

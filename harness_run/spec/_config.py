@@ -18,6 +18,7 @@ from harness_run.spec._agent import AgentSpec, Harness, PermissionMode, Reasonin
 from harness_run.spec._base import SpecModel, spec_fail
 from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema
+from harness_run.spec._security import SecurityPolicy
 from harness_run.spec._types import Duration, GitRef, ModelBaseUrl, ModelId, OutputSchemaField, ToolName
 from harness_run.spec._values import SystemPrompt
 
@@ -97,6 +98,8 @@ class SessionConfig(_Overlay):
 
     _kind: ClassVar[str] = "session"
     harness: Harness | None = None
+    security_policy: SecurityPolicy | None = None
+    """Replaces the spec's policy (whole) for this session."""
     branch: GitRef | None = None
     """The branch the session works on (in the spec's first repo): checked out, or created from
     ``base_branch`` when the remote does not have it. Also ``engine.start_session(branch=...)``."""
@@ -128,6 +131,7 @@ class SessionConfig(_Overlay):
             model_base_url: str | None = None,
             git: GitOptions | Mapping[str, Any] | None = None,
             harness: Harness | None = None,
+            security_policy: SecurityPolicy | Mapping[str, Any] | None = None,
             branch: str | None = None,
             base_branch: str | None = None,
         ) -> None: ...

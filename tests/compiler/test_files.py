@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_run import AgentSpec
+from harness_run import AgentSpec, SecurityPolicy
 from harness_run.compiler import compile
 from harness_run.errors import UsageError
 from harness_run.harness._files import (
@@ -19,6 +19,7 @@ from harness_run.harness._files import (
     mcp_secret_values,
     opencode_files,
 )
+from harness_run.harness._policy import claude_deny_rules
 
 from .conftest import representative_spec
 
@@ -132,10 +133,20 @@ def test_claude_files() -> None:
     assert settings == {
         "permissions": {
             "allow": ["Bash", "Read", "mcp__search__query"],
-            "deny": ["WebFetch", "mcp__files__delete_file"],
+            "deny": list(
+                dict.fromkeys(["WebFetch", "mcp__files__delete_file", *claude_deny_rules(SecurityPolicy())])
+            ),
             "defaultMode": "bypassPermissions",
         }
     }
+    # without the credential guards (and no other policy) only the spec's own deny list is left
+    bare = representative_spec().model_copy(
+        update={"security_policy": SecurityPolicy(include_credential_guards=False)}
+    )
+    assert json.loads(claude_files(bare)["settings.json"])["permissions"]["deny"] == [
+        "WebFetch",
+        "mcp__files__delete_file",
+    ]
 
 
 def test_codex_config_is_valid_toml() -> None:
@@ -202,7 +213,12 @@ def test_opencode_files() -> None:
     }
     assert config["mcp"]["db-tools"]["command"] == ["db-mcp", "--read-only"]
     assert config["mcp"]["db-tools"]["type"] == "local"
-    assert config["permission"]["edit"] == "allow"
+    # the permission mode's action for everything, credential paths denied (the guards' default)
+    assert config["permission"]["edit"]["*"] == "allow"
+    assert config["permission"]["read"]["*.env"] == "deny"
+    assert config["permission"]["bash"]["*"] == "allow"
+    assert config["permission"]["bash"]["printenv"] == "deny"
+    assert config["permission"]["webfetch"] == "deny"
     assert (config["autoupdate"], config["share"]) == (False, "disabled")
 
 

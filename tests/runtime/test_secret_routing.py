@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_run import AgentSpec, McpServer, RepoSource, Secret, local
+from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, local
 from harness_run.errors import UsageError
 from harness_run.runtime.local._workspace import scrub_git_credentials
 from harness_run.security._secrets import exposed_secrets, git_auth_env, resolve_secrets
@@ -57,6 +57,8 @@ async def test_each_secret_reaches_only_its_consumer_and_no_canary_is_ever_kept(
             repos=[RepoSource.git(f"{git_server.url}/app.git", ref="main", auth="GH_TOKEN")],
             mcp_servers=[server],
             env=NO_RETRIES,
+            # routing is checked beneath the credential guards, which would refuse the agent's `env`
+            security_policy=SecurityPolicy(include_credential_guards=False),
         )
         session = engine.start_session()
         secrets = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness_run import SecurityPolicy
 from harness_run.errors import UsageError
 from harness_run.events import MessageEvent, ToolResultEvent
 from harness_run.testing import ScriptedModel, error, shell, text
@@ -68,7 +69,12 @@ async def test_a_canary_secret_never_reaches_the_store_events_history_or_errors(
         error(500, f"upstream exploded on key {key_canary} for {canary}"),
     )
     engine = make_engine(
-        checkpoint=True, secrets=["CANARY_SECRET", "EXTRA_SECRET"], env={"CLAUDE_CODE_MAX_RETRIES": "0"}
+        checkpoint=True,
+        secrets=["CANARY_SECRET", "EXTRA_SECRET"],
+        env={"CLAUDE_CODE_MAX_RETRIES": "0"},
+        # the agent dumps its environment on purpose: redaction is tested beneath the credential
+        # guards (which would refuse `env`; tests/security checks them)
+        security_policy=SecurityPolicy(include_credential_guards=False),
     )
     session = engine.start_session()
     secrets = {

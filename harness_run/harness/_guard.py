@@ -1,0 +1,266 @@
+"""The pre-tool-use guard: one small stdlib-only script every harness runs before each tool call.
+
+Claude Code (``PreToolUse`` hook in ``--settings``) and Codex (``[[hooks.PreToolUse]]`` in its
+``config.toml``) run :func:`guard_command`'s shell command with the tool call as JSON on stdin
+(``tool_name``, ``tool_input``). The script exits 0 to let the call run and 2 (reason on stderr, which
+the CLI shows the model) to refuse it. It **fails closed**: the command is
+``timeout … python -I -S _guard.py RULES || exit 2``, so a guard that crashes, cannot start or does
+not answer within :data:`GUARD_TIMEOUT_S` seconds exits 2 as well, which both CLIs treat as "deny".
+The rules travel base64-encoded in the command itself (no file the agent could edit).
+
+This module imports nothing outside the standard library and is run with ``python -I -S`` (about
+20 ms per tool call, see ``benchmarks/guard.py``); the same :func:`verdict` is imported by the
+tests. The checks are patterns over the tool call: they stop the known ways to read credentials
+(HarnessBox's threat table) and the user's denied tools and commands, but a determined agent can
+obfuscate a command past any pattern list — the credentials themselves are kept out of the agent's
+reach elsewhere (see docs/secrets-and-security.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import re
+import shlex
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, cast
+
+__all__ = ["GUARD_SCRIPT", "GUARD_TIMEOUT_S", "decode_rules", "encode_rules", "main", "verdict"]
+
+GUARD_SCRIPT: Path = Path(__file__)
+"""The script the hook command runs (tests point it at a broken one to check that it fails closed)."""
+GUARD_TIMEOUT_S: float = 10.0
+"""Seconds the guard may take before the tool call is denied (the CLI's own hook timeout is longer)."""
+
+WEB_TOOLS: Final = frozenset({"webfetch", "websearch", "web_search", "web_fetch", "fetch"})
+AGENT_TOOLS: Final = frozenset({"task", "agent", "spawn_agent", "spawn_agents", "delegate", "subagent"})
+_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
+_WRAPPERS: Final = frozenset(
+    {"sudo", "exec", "command", "builtin", "nohup", "time", "nice", "ionice", "stdbuf", "xargs", "timeout"}
+)
+_NET_COMMANDS: Final = frozenset(
+    {"curl", "wget", "nc", "ncat", "netcat", "socat", "ssh", "scp", "sftp", "rsync", "telnet", "ftp"}
+    | {"http", "https", "aria2c", "lynx", "links", "w3m"}
+)
+_SPLIT: Final = re.compile(r"\|\||&&|[;|&\n()`]|\$\(")
+
+# (pattern, why): checked against every string of a tool call (file paths, URLs, commands)
+_PATHS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
+    (re.compile(p, re.I), why)
+    for p, why in (
+        (r"/proc/[^\s'\"]*(environ|/mem\b)", "reads a process's environment or memory"),
+        (r"(^|[\s/'\"=<>:])\.env(\.[\w.-]+)?(?=$|[\s'\";|&)<>])", "reads a .env file"),
+        (r"\.aws/", "reads AWS credentials"),
+        (r"\.config/gcloud|application_default_credentials", "reads Google Cloud credentials"),
+        (r"(^|/)\.(netrc|git-credentials)\b|\.docker/config\.json", "reads a credential file"),
+        (
+            r"169\.254\.169\.254|169\.254\.170\.2|fd00:ec2::254|\b2852039166\b|0xa9fea9fe",
+            "reaches the cloud metadata server",
+        ),
+        (r"metadata\.google\.internal|\bmetadata\.goog\b", "reaches the cloud metadata server"),
+        (
+            r"\.claude/settings|\.codex/(config\.toml|hooks\.json)|harness-run/opencode\.json",
+            "touches the harness's configuration",
+        ),
+    )
+)
+# checked against shell commands only (any spelling of these in a command is refused)
+_COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
+    (re.compile(p), why)
+    for p, why in (
+        (
+            r"\benviron\b|os\.getenv|\bgetenv\s*\(|process\.env\b|\bENV\[|%ENV\b|\$ENV\{",
+            "reads the environment",
+        ),
+        (r"(?i)\bgit\b[^;&|\n]*\bcredential", "asks git for credentials"),
+        (
+            r"(?i)\bgit\b[^;&|\n]*\bconfig\b[^;&|\n]*(extraheader|--get-regexp|--list\b|\s-l\b|--show-origin)",
+            "lists git's configuration (credentials)",
+        ),
+        (
+            r"GIT_CONFIG_(KEY|VALUE|COUNT|PARAMETERS)|GIT_ASKPASS|HARNESS_RUN_(MCP_|PROXY_TOKEN)",
+            "names a credential variable",
+        ),
+        (
+            r"\b(ANTHROPIC_API_KEY|ANTHROPIC_AUTH_TOKEN|CLAUDE_CODE_OAUTH_TOKEN|OPENAI_API_KEY|CODEX_API_KEY"
+            r"|OPENROUTER_API_KEY|GOOGLE_APPLICATION_CREDENTIALS|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN)\b",
+            "names a model or cloud credential variable",
+        ),
+    )
+)
+_NETWORK: Final = re.compile(r"/dev/(tcp|udp)/|\b(urllib|requests|httpx|aiohttp|http\.client|socket)\b")
+
+
+def encode_rules(rules: Mapping[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(rules, sort_keys=True).encode()).decode()
+
+
+def decode_rules(text: str) -> dict[str, Any]:
+    data = json.loads(base64.urlsafe_b64decode(text.encode()))
+    if not isinstance(data, dict):
+        raise ValueError("rules must be a JSON object")
+    return cast(dict[str, Any], data)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in cast(dict[str, Any], value).items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in cast(list[Any], value):
+            yield from _strings(item)
+
+
+def _command_of(tool_input: Mapping[str, Any]) -> str | None:
+    """The shell command of a tool call, if it is one (``command``/``cmd`` as text or argv)."""
+    for key in ("command", "cmd"):
+        value = tool_input.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value:
+            words = [str(w) for w in cast(list[Any], value)]
+            if len(words) >= 3 and Path(words[0]).name in _SHELLS and words[1] in ("-c", "-lc"):
+                return words[2]
+            return shlex.join(words)
+    return None
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment, comments=True)
+    except ValueError:
+        return segment.split()
+
+
+def _segments(command: str) -> list[list[str]]:
+    """The command's simple commands as words, two ways: a quote-aware tokenizer (``bash -c "a | b"``
+    stays one command) and a plain split on every separator, even inside quotes, backticks and
+    ``$(…)`` (so a command hidden in a quoted argument is seen too)."""
+    out: list[list[str]] = []
+    try:
+        lexer = shlex.shlex(command.replace("\n", ";"), posix=True, punctuation_chars=";&|()<>")
+        lexer.whitespace_split = True
+        current: list[str] = []
+        for token in lexer:
+            if token and set(token) <= set(";&|()<>"):
+                out.append(current)
+                current = []
+            else:
+                current.append(token)
+        out.append(current)
+    except ValueError:
+        pass
+    out.extend(_words(segment) for segment in _SPLIT.split(command))
+    return [words for words in out if words]
+
+
+def _simple_commands(command: str, depth: int = 0) -> Iterator[list[str]]:
+    """The simple commands of a shell text, as words: nested ``sh -c``/``eval`` scripts included,
+    leading assignments and wrappers (``sudo``, ``exec``, ``env X=1`` …) dropped."""
+    for words in _segments(command):
+        while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or Path(words[0]).name in _WRAPPERS):
+            words = words[1:]
+        if not words:
+            continue
+        words[0] = Path(words[0].strip("\"'")).name
+        script = next((i + 1 for i, w in enumerate(words[1:-1], 1) if re.match(r"^-[a-z]*c[a-z]*$", w)), 0)
+        if depth < 4 and words[0] in _SHELLS and script:
+            yield from _simple_commands(words[script], depth + 1)
+        elif depth < 4 and words[0] == "eval":
+            yield from _simple_commands(" ".join(words[1:]), depth + 1)
+        else:
+            yield words
+
+
+def _dumps_environment(words: list[str]) -> bool:
+    head, args = words[0], words[1:]
+    if head == "printenv":
+        return True
+    if head == "env":  # `env` alone (or with options only) prints everything; `env X=1 cmd` runs cmd
+        rest = [a for a in args if not a.startswith("-") and "=" not in a]
+        return not rest
+    if head == "set":
+        return not args
+    if head in ("export", "declare", "typeset", "readonly"):
+        return all(a.startswith("-") for a in args)
+    if head == "compgen":
+        return any(a in ("-e", "-v") for a in args)
+    if head == "ps":  # BSD-style `e` shows each process's environment
+        return any(not a.startswith("-") and "e" in a and a.isalpha() for a in args) or "-E" in args
+    return False
+
+
+def _check_command(command: str, rules: Mapping[str, Any]) -> str | None:
+    simple = list(_simple_commands(command))
+    for pattern in cast(list[str], rules.get("denied_bash_patterns") or []):
+        texts = [command.strip(), *(" ".join(w) for w in simple)]
+        if any(fnmatch.fnmatchcase(t, pattern) for t in texts):
+            return f"the command matches the denied pattern {pattern!r}"
+    if rules.get("deny_network") and (any(w[0] in _NET_COMMANDS for w in simple) or _NETWORK.search(command)):
+        return "the agent has no network (security_policy.deny_network)"
+    if rules.get("credential_guards"):
+        if any(_dumps_environment(w) for w in simple):
+            return "the command prints the environment (credential guard)"
+        for regex, why in (*_PATHS, *_COMMANDS):
+            if regex.search(command):
+                return f"the command {why} (credential guard)"
+    return None
+
+
+def _same_tool(name: str, denied: str) -> bool:
+    if name == denied or name.lower() == denied.lower():
+        return True
+    if denied.startswith("mcp__"):  # OpenCode's form of mcp__server__tool is server_tool
+        return name == denied.removeprefix("mcp__").replace("__", "_", 1)
+    return False
+
+
+def verdict(rules: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, Any]) -> str | None:
+    """Why the tool call must not run, or None to let it run."""
+    for denied in cast(list[str], rules.get("denied_tools") or []):
+        if _same_tool(tool_name, denied):
+            return f"the tool {tool_name} is denied by the security policy"
+    lower = tool_name.lower()
+    if lower in WEB_TOOLS and (rules.get("credential_guards") or rules.get("deny_network")):
+        return f"{tool_name} could send data out (credential guard)"
+    if lower in AGENT_TOOLS and rules.get("credential_guards"):
+        return f"{tool_name} would start a sub-agent outside the guard (credential guard)"
+    command = _command_of(tool_input)
+    if command is not None:
+        return _check_command(command, rules)
+    if rules.get("credential_guards"):
+        for text in _strings(dict(tool_input)):
+            for regex, why in _PATHS:
+                if regex.search(text):
+                    return f"the {tool_name} call {why} (credential guard)"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
+    turns any other exit into 2."""
+    rules = decode_rules(argv[1])
+    call = json.loads(sys.stdin.read() or "{}")
+    if not isinstance(call, dict):
+        raise ValueError("the tool call is not a JSON object")
+    call = cast(dict[str, Any], call)
+    tool_input = call.get("tool_input")
+    reason = verdict(
+        rules,
+        str(call.get("tool_name") or ""),
+        cast(dict[str, Any], tool_input) if isinstance(tool_input, dict) else {"command": tool_input},
+    )
+    if reason is None:
+        return 0
+    sys.stderr.write(f"harness-run denied this tool call: {reason}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
