@@ -3,6 +3,7 @@ redaction of every form of a secret value, and the allow-listed environment a ha
 
 Every runtime applies this layer the same way (the local engine and the in-image worker)."""
 
+from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
 from harness_run.security._secrets import (
     OPENROUTER_URL,
     SHORT_SECRET,
@@ -20,11 +21,14 @@ from harness_run.security._secrets import (
 
 __all__ = [
     "OPENROUTER_URL",
+    "PROXY_ENV",
     "SHORT_SECRET",
+    "ModelProxy",
     "agent_env",
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
+    "proxy_enabled",
     "redact_event",
     "redact_text",
     "resolve_secrets",
