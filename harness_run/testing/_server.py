@@ -102,6 +102,7 @@ class ModelServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes (SSE events) go out at once, as from a real API
     server: ModelServer  # pyright: ignore[reportIncompatibleVariableOverride]
     server_version = "harness-run-scripted-model"
     _responded = False

@@ -34,14 +34,7 @@ from harness_run.runtime.local._workspace import (
     resolve_workdir,
     scrub_git_credentials,
 )
-from harness_run.security import (
-    ModelProxy,
-    agent_env,
-    proxy_enabled,
-    redact_event,
-    secret_forms,
-    secret_values,
-)
+from harness_run.security import TurnCredentials, agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SnapshotRef, SqliteStore, TurnRecord
 from harness_run.vocab.pricing import price
@@ -234,16 +227,15 @@ class LocalEngine(EngineBase):
     async def _turn_body(
         self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper
     ) -> TurnOutcome:
-        """The turn, with its model proxy (the harness gets a per-turn token, not the key)."""
-        proxy = ModelProxy() if proxy_enabled() else None
+        """The turn, with its model proxy and git broker: the harness gets turn tokens, not keys."""
+        creds = TurnCredentials()
         try:
-            return await self._turn_steps(session, run, plan, keeper, proxy)
+            return await self._turn_steps(session, run, plan, keeper, creds)
         finally:
-            if proxy is not None:
-                await proxy.aclose()
+            await creds.aclose()
 
     async def _turn_steps(
-        self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper, proxy: ModelProxy | None
+        self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper, creds: TurnCredentials
     ) -> TurnOutcome:
         spec, secrets = plan.spec, plan.secrets
         if self._turn_env is not None:
@@ -264,7 +256,7 @@ class LocalEngine(EngineBase):
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
-            ctx = await self._prepare(record, run, plan, secrets, emit, driver, proxy)
+            ctx = await self._prepare(record, run, plan, secrets, emit, driver, creds)
             process = TurnProcess(
                 driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
@@ -298,7 +290,7 @@ class LocalEngine(EngineBase):
         secrets: dict[str, str],
         emit: Callable[[AgentEvent], None],
         driver: HarnessDriver,
-        proxy: ModelProxy | None = None,
+        creds: TurnCredentials | None = None,
     ) -> TurnContext:
         """Workspace (made, or restored from the checkpoint), packages, environment and the
         harness's native session files: the turn's context, ready to launch."""
@@ -307,9 +299,9 @@ class LocalEngine(EngineBase):
         await self._ensure_workspace(record, spec, paths, secrets, emit, driver)
         bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
-        if proxy is not None:  # the model key stays here; the harness gets the proxy and a turn token
-            env = proxy.substitute(spec.harness, env)
-            proxy.start_soon()
+        if creds is not None:  # keys stay here; the harness gets the proxy, the git helper, turn tokens
+            env = creds.apply(spec, secrets, env)
+            await creds.start()
         ctx = TurnContext(
             spec=spec,
             prompt=run.prompt,
