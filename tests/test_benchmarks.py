@@ -99,3 +99,11 @@ def test_turn_lease_benchmark_prints_costs() -> None:
     for label in ("reserve_turn", "renew_turn", "reaper start", "reaper release", "tag scan (/proc)"):
         assert re.search(rf"^{re.escape(label)} +median [0-9.]+ ms", out, re.MULTILINE), out
     assert re.search(r"SIGKILL of the client -> its turn's processes gone: median [0-9.]+ ms", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_model_proxy_benchmark_prints_latencies() -> None:
+    out = _run("model_proxy.py", "--smoke")
+    for label in ("proxy_added_p50_ms", "proxy_added_p95_ms", "proxy_turn_ratio", "guard_hook_p50_ms"):
+        assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out

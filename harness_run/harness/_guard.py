@@ -77,10 +77,6 @@ _PATHS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
 _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
     (re.compile(p), why)
     for p, why in (
-        (
-            r"\benviron\b|os\.getenv|\bgetenv\s*\(|process\.env\b|\bENV\[|%ENV\b|\$ENV\{",
-            "reads the environment",
-        ),
         (r"(?i)\bgit\b[^;&|\n]*\bcredential", "asks git for credentials"),
         (
             r"(?i)\bgit\b[^;&|\n]*\bconfig\b[^;&|\n]*(extraheader|--get-regexp|--list\b|\s-l\b|--show-origin)",
@@ -97,6 +93,10 @@ _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         ),
     )
 )
+# reading the environment from code: refused unless the command only searches text for it
+# (`grep -rn os.environ src/` is an ordinary code search)
+_ENV_READ: Final = re.compile(r"\benviron\b|os\.getenv|\bgetenv\s*\(|process\.env\b|\bENV\[|%ENV\b|\$ENV\{")
+_SEARCH: Final = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git"})
 _NETWORK: Final = re.compile(r"/dev/(tcp|udp)/|\b(urllib|requests|httpx|aiohttp|http\.client|socket)\b")
 
 
@@ -228,6 +228,10 @@ def _check_command(command: str, rules: Mapping[str, Any]) -> str | None:
         for regex, why in (*_PATHS, *_COMMANDS):
             if regex.search(command):
                 return f"the command {why} (credential guard)"
+        if _ENV_READ.search(command):
+            mentioning = [w for w in simple if _ENV_READ.search(" ".join(w))]
+            if not mentioning or any(w[0] not in _SEARCH for w in mentioning):
+                return "the command reads the environment (credential guard)"
     return None
 
 

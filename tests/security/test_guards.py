@@ -34,6 +34,8 @@ BENIGN = [
     "set -euo pipefail; echo ok",
     "cat README.md | head",
     "export PATH=$PATH:/opt/bin; npm test",
+    'grep -rn "os.environ" src/ | head',  # a code search is not a read of the environment
+    "rg process.env --type ts",
 ]
 
 
