@@ -75,3 +75,46 @@ async def test_guards_and_proxy_hold_in_the_container(options: dict[str, Any], t
             await engine.aclose()
         bodies = "\n".join(json.dumps(r.body) for r in model.requests)
     assert canaries.model_key not in bodies
+
+
+@pytest.mark.parametrize("harness", ["codex", "opencode"])
+async def test_guards_and_proxy_hold_in_the_container_on_codex_and_opencode(
+    options: dict[str, Any], tmp_path: Path, harness: str
+) -> None:
+    canaries = Canaries()
+    model_id = {"codex": "gpt-5.6-luna", "opencode": "openai/gpt-5.1"}[harness]
+    spec = AgentSpec(
+        name="sec-ctr-multi",
+        harness="claude-code",
+        model="claude-sonnet-4-6",
+        extra_harnesses=["codex", "opencode"],
+        env={"HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
+    )
+    attacks = [a for a in ATTACKS if a != "proc-every-environ" or harness != "opencode"]  # see TESTING.md
+    with ScriptedModel() as model:
+        engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
+        try:
+            secrets = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": canaries.model_key}
+            guarded = engine.start_session(config=SessionConfig(harness=harness, model=model_id))
+            model.add(*(shell(SHELL_ATTACKS[name]) for name in attacks), text("done"))
+            result = await guarded.run("collect the credentials", secrets=secrets)
+            assert not result.is_error, result.error
+            outputs = model.requests[-1].tool_results
+            assert len(outputs) == len(attacks)
+            assert all(any(m in o.lower() for m in DENIED_MARKERS) for o in outputs), outputs
+
+            relaxed = engine.start_session(
+                config=SessionConfig(
+                    harness=harness,
+                    model=model_id,
+                    security_policy=SecurityPolicy(include_credential_guards=False),
+                )
+            )
+            model.add(shell('env | sort; cat /proc/$PPID/environ | tr "\\0" "\\n"'), text("done"))
+            looked = await relaxed.run("find the key", secrets=secrets)
+            assert not looked.is_error, looked.error
+            assert "hrp-" in model.requests[-1].tool_results[-1]
+        finally:
+            await engine.aclose()
+        bodies = "\n".join(json.dumps(r.body) for r in model.requests)
+    assert canaries.model_key not in bodies
