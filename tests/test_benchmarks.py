@@ -168,3 +168,11 @@ def test_telemetry_benchmark_prints_its_costs() -> None:
     ):
         assert re.search(rf"{re.escape(label)}: [0-9.]+ us", out), out
     assert re.search(r"ratio on / off: [0-9.]+", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_model_proxy_benchmark_prints_latencies() -> None:
+    out = _run("model_proxy.py", "--smoke")
+    for label in ("proxy_added_p50_ms", "proxy_added_p95_ms", "proxy_turn_ratio", "guard_hook_p50_ms"):
+        assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out

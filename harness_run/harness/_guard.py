@@ -1,3 +1,5 @@
+# pyright: reportUnknownArgumentType=false
+# (the hook reads untyped JSON and imports no typing helpers at run time: see _any)
 """The pre-tool-use guard: one small stdlib-only script every harness runs before each tool call.
 
 Claude Code (``PreToolUse`` hook in ``--settings``) and Codex (``[[hooks.PreToolUse]]`` in its
@@ -18,19 +20,23 @@ reach elsewhere (see docs/secrets-and-security.md).
 
 from __future__ import annotations
 
-import base64
+import binascii
 import fnmatch
 import json
+import os.path
 import re
 import shlex
 import sys
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook runs with `python -I -S`: nothing imported that it does not need
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
+    from typing import Any, Final
 
 __all__ = ["GUARD_SCRIPT", "GUARD_TIMEOUT_S", "decode_rules", "encode_rules", "main", "verdict"]
 
-GUARD_SCRIPT: Path = Path(__file__)
+GUARD_SCRIPT: str | Path = __file__
 """The script the hook command runs (tests point it at a broken one to check that it fails closed)."""
 GUARD_TIMEOUT_S: float = 10.0
 """Seconds the guard may take before the tool call is denied (the CLI's own hook timeout is longer)."""
@@ -71,10 +77,6 @@ _PATHS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
 _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
     (re.compile(p), why)
     for p, why in (
-        (
-            r"\benviron\b|os\.getenv|\bgetenv\s*\(|process\.env\b|\bENV\[|%ENV\b|\$ENV\{",
-            "reads the environment",
-        ),
         (r"(?i)\bgit\b[^;&|\n]*\bcredential", "asks git for credentials"),
         (
             r"(?i)\bgit\b[^;&|\n]*\bconfig\b[^;&|\n]*(extraheader|--get-regexp|--list\b|\s-l\b|--show-origin)",
@@ -91,29 +93,43 @@ _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         ),
     )
 )
+# reading the environment from code: refused unless the command only searches text for it
+# (`grep -rn os.environ src/` is an ordinary code search)
+_ENV_READ: Final = re.compile(r"\benviron\b|os\.getenv|\bgetenv\s*\(|process\.env\b|\bENV\[|%ENV\b|\$ENV\{")
+_SEARCH: Final = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git"})
 _NETWORK: Final = re.compile(r"/dev/(tcp|udp)/|\b(urllib|requests|httpx|aiohttp|http\.client|socket)\b")
 
 
 def encode_rules(rules: Mapping[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(rules, sort_keys=True).encode()).decode()
+    raw = binascii.b2a_base64(json.dumps(rules, sort_keys=True).encode(), newline=False)
+    return raw.decode().replace("+", "-").replace("/", "_")
 
 
 def decode_rules(text: str) -> dict[str, Any]:
-    data = json.loads(base64.urlsafe_b64decode(text.encode()))
+    data = json.loads(binascii.a2b_base64(text.replace("-", "+").replace("_", "/").encode()))
     if not isinstance(data, dict):
         raise ValueError("rules must be a JSON object")
-    return cast(dict[str, Any], data)
+    return _any(data)
+
+
+def _any(value: object) -> Any:
+    """``typing.cast(Any, value)`` without importing typing at run time."""
+    return value
+
+
+def _strs(value: Any) -> list[str]:
+    return [str(v) for v in _any(value)] if isinstance(value, list) else []
 
 
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        for key, item in cast(dict[str, Any], value).items():
+        for key, item in _any(value).items():
             yield key
             yield from _strings(item)
     elif isinstance(value, list):
-        for item in cast(list[Any], value):
+        for item in _any(value):
             yield from _strings(item)
 
 
@@ -124,8 +140,8 @@ def _command_of(tool_input: Mapping[str, Any]) -> str | None:
         if isinstance(value, str):
             return value
         if isinstance(value, list) and value:
-            words = [str(w) for w in cast(list[Any], value)]
-            if len(words) >= 3 and Path(words[0]).name in _SHELLS and words[1] in ("-c", "-lc"):
+            words = [str(w) for w in _any(value)]
+            if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] in ("-c", "-lc"):
                 return words[2]
             return shlex.join(words)
     return None
@@ -164,11 +180,13 @@ def _simple_commands(command: str, depth: int = 0) -> Iterator[list[str]]:
     """The simple commands of a shell text, as words: nested ``sh -c``/``eval`` scripts included,
     leading assignments and wrappers (``sudo``, ``exec``, ``env X=1`` …) dropped."""
     for words in _segments(command):
-        while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or Path(words[0]).name in _WRAPPERS):
+        while words and (
+            re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or os.path.basename(words[0]) in _WRAPPERS
+        ):
             words = words[1:]
         if not words:
             continue
-        words[0] = Path(words[0].strip("\"'")).name
+        words[0] = os.path.basename(words[0].strip("\"'"))
         script = next((i + 1 for i, w in enumerate(words[1:-1], 1) if re.match(r"^-[a-z]*c[a-z]*$", w)), 0)
         if depth < 4 and words[0] in _SHELLS and script:
             yield from _simple_commands(words[script], depth + 1)
@@ -198,7 +216,7 @@ def _dumps_environment(words: list[str]) -> bool:
 
 def _check_command(command: str, rules: Mapping[str, Any]) -> str | None:
     simple = list(_simple_commands(command))
-    for pattern in cast(list[str], rules.get("denied_bash_patterns") or []):
+    for pattern in _strs(rules.get("denied_bash_patterns")):
         texts = [command.strip(), *(" ".join(w) for w in simple)]
         if any(fnmatch.fnmatchcase(t, pattern) for t in texts):
             return f"the command matches the denied pattern {pattern!r}"
@@ -210,6 +228,10 @@ def _check_command(command: str, rules: Mapping[str, Any]) -> str | None:
         for regex, why in (*_PATHS, *_COMMANDS):
             if regex.search(command):
                 return f"the command {why} (credential guard)"
+        if _ENV_READ.search(command):
+            mentioning = [w for w in simple if _ENV_READ.search(" ".join(w))]
+            if not mentioning or any(w[0] not in _SEARCH for w in mentioning):
+                return "the command reads the environment (credential guard)"
     return None
 
 
@@ -223,7 +245,7 @@ def _same_tool(name: str, denied: str) -> bool:
 
 def verdict(rules: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, Any]) -> str | None:
     """Why the tool call must not run, or None to let it run."""
-    for denied in cast(list[str], rules.get("denied_tools") or []):
+    for denied in _strs(rules.get("denied_tools")):
         if _same_tool(tool_name, denied):
             return f"the tool {tool_name} is denied by the security policy"
     lower = tool_name.lower()
@@ -249,12 +271,12 @@ def main(argv: list[str]) -> int:
     call = json.loads(sys.stdin.read() or "{}")
     if not isinstance(call, dict):
         raise ValueError("the tool call is not a JSON object")
-    call = cast(dict[str, Any], call)
+    call = _any(call)
     tool_input = call.get("tool_input")
     reason = verdict(
         rules,
         str(call.get("tool_name") or ""),
-        cast(dict[str, Any], tool_input) if isinstance(tool_input, dict) else {"command": tool_input},
+        tool_input if isinstance(tool_input, dict) else {"command": tool_input},
     )
     if reason is None:
         return 0

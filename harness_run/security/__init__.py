@@ -3,6 +3,8 @@ redaction of every form of a secret value, and the allow-listed environment a ha
 
 Every runtime applies this layer the same way (the local engine and the in-image worker)."""
 
+from harness_run.security._git_broker import GitBroker
+from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
 from harness_run.security._secrets import (
     OPENROUTER_URL,
     SHORT_SECRET,
@@ -17,14 +19,20 @@ from harness_run.security._secrets import (
     secret_forms,
     secret_values,
 )
+from harness_run.security._turn import TurnCredentials
 
 __all__ = [
     "OPENROUTER_URL",
+    "PROXY_ENV",
     "SHORT_SECRET",
+    "GitBroker",
+    "ModelProxy",
+    "TurnCredentials",
     "agent_env",
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
+    "proxy_enabled",
     "redact_event",
     "redact_text",
     "resolve_secrets",

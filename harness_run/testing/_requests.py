@@ -61,6 +61,16 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {k.lower(): ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers}
 
 
+def credential_sha256(headers: Iterable[tuple[str, str]]) -> str | None:
+    """sha256 (hex) of the request's credential (``x-api-key``, or the ``Authorization`` bearer
+    token), so tests can check which key reached the model without the key being kept."""
+    import hashlib
+
+    found = {k.lower(): v for k, v in headers}
+    value = found.get("x-api-key") or found.get("authorization", "").removeprefix("Bearer ").strip()
+    return hashlib.sha256(value.encode()).hexdigest() if value else None
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One conversation entry, normalized: ``role`` is system/user/assistant/tool."""
@@ -93,6 +103,8 @@ class RecordedRequest:
     reply: Reply | None = None
     rule_index: int | None = None
     failure: str | None = None
+    credential_sha256: str | None = None
+    """sha256 (hex) of the credential the client sent (see :func:`credential_sha256`)."""
     _messages: list[Message] | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- raw fields --------------------------------------------------------------------------

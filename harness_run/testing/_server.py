@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from harness_run.testing._requests import ApiKind, RecordedRequest, redact_headers
+from harness_run.testing._requests import ApiKind, RecordedRequest, credential_sha256, redact_headers
 from harness_run.testing._resolve import resolve
 from harness_run.testing._wire_anthropic import anthropic_error, anthropic_json, anthropic_stream
 from harness_run.testing._wire_openai import (
@@ -102,6 +102,7 @@ class ModelServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes (SSE events) go out at once, as from a real API
     server: ModelServer  # pyright: ignore[reportIncompatibleVariableOverride]
     server_version = "harness-run-scripted-model"
     _responded = False
@@ -179,6 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
             query=parts.query,
             headers=redact_headers(self.headers.items()),
             body=body,
+            credential_sha256=credential_sha256(self.headers.items()),
         )
         model = self.server.model
         model._record(record)  # pyright: ignore[reportPrivateUsage]

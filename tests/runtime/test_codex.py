@@ -379,7 +379,16 @@ def test_launch_without_an_endpoint_uses_the_builtin_provider_and_keeps_secrets_
     driver = get_driver("codex")
     assert isinstance(driver, CodexDriver)
     plan = driver.launch(context(tmp_path, spec={"max_turns": 3, "disallowed_tools": ["web_search"]}))
-    assert plan.argv[1:] == ["exec", "--json", "--skip-git-repo-check", "-m", MODEL, "-"]
+    # the credential guards' hook is harness-run's own: Codex runs it without a trust review
+    assert plan.argv[1:] == [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-m",
+        MODEL,
+        "--dangerously-bypass-hook-trust",
+        "-",
+    ]
     assert (plan.stdin, plan.keep_stdin_open) == (b"-starts with a dash", False)  # then EOF
     assert plan.env["CODEX_HOME"] == str(tmp_path / "home" / ".codex")
     assert plan.env["CODEX_API_KEY"] == "sk-secret-value"  # the built-in provider reads only this
@@ -431,6 +440,7 @@ def test_launch_resumes_by_thread_id(tmp_path: Path) -> None:
     schema = tmp_path / "home" / ".codex" / "harness-run" / "output-schema.json"
     assert plan.argv[1:] == [
         *("exec", "resume", "--json", "--skip-git-repo-check", "-m", MODEL),
+        "--dangerously-bypass-hook-trust",
         *("--output-schema", str(schema), "thread-1", "-"),
     ]
     # made strict, as OpenAI requires for Codex's strict json_schema format

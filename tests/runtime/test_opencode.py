@@ -303,7 +303,14 @@ def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> No
         "apiKey": "{env:OPENAI_API_KEY}",
     }
     assert config["agent"] == {"build": {"prompt": "be terse"}}  # max_turns: enforced by the parser
-    assert config["permission"] == {"bash": "allow", "edit": "ask", "webfetch": "ask"}
+    # the mode's actions, the credential guards' patterns on top (webfetch: denied by the guards)
+    permission = config["permission"]
+    assert (permission["bash"]["*"], permission["edit"]["*"], permission["webfetch"]) == (
+        "allow",
+        "ask",
+        "deny",
+    )
+    assert permission["bash"]["printenv"] == permission["read"]["*.env"] == "deny"
     assert config["tools"] == {"webfetch": False}
     assert "instructions" not in config
     assert json.loads(plan.files[home / ".config" / "opencode" / "package-lock.json"])["packages"]

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from runtime._git_http import GitHttpServer, make_bare_repo
 
-from harness_run import AgentSpec, Secret, SecurityPolicy, SessionConfig, SpecError
+from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, SessionConfig, SpecError
 from harness_run.harness import _guard
 from harness_run.harness._guard import verdict
 from harness_run.harness._policy import guard_command, guard_rules
@@ -23,6 +24,7 @@ from ._attacks import DENIED_MARKERS, HARNESSES, KNOWN_GAPS, MODELS, SHELL_ATTAC
 from .conftest import EngineFactory
 
 DEFAULT_RULES = guard_rules(SecurityPolicy())
+MCP_SERVER = Path(__file__).resolve().parents[1] / "runtime" / "mcp_marker_server.py"
 BENIGN = [
     "ls -la && git status; echo done",
     "python -m pytest tests/test_env.py -q",
@@ -32,6 +34,8 @@ BENIGN = [
     "set -euo pipefail; echo ok",
     "cat README.md | head",
     "export PATH=$PATH:/opt/bin; npm test",
+    'grep -rn "os.environ" src/ | head',  # a code search is not a read of the environment
+    "rg process.env --type ts",
 ]
 
 
@@ -153,7 +157,12 @@ def test_the_policy_is_left_out_of_specs_that_keep_the_default() -> None:
 def _secrets(
     harness: str, model: ScriptedModel, canaries: Canaries, *, hidden: bool = True
 ) -> dict[str, str]:
-    hidden_secret = {"HIDDEN_SECRET": canaries.hidden_secret} if hidden else {}
+    names = {
+        "HIDDEN_SECRET": canaries.hidden_secret,
+        "MCP_SECRET": canaries.mcp_secret,
+        "GH_TOKEN": canaries.repo_token,
+    }
+    hidden_secret = names if hidden else {}
     if harness == "claude-code":
         return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": canaries.model_key, **hidden_secret}
     return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": canaries.model_key, **hidden_secret}
@@ -174,13 +183,31 @@ def _model_saw(model: ScriptedModel) -> str:
 @pytest.mark.harness
 @pytest.mark.parametrize("harness", HARNESSES)
 async def test_the_real_cli_refuses_every_attack_and_no_canary_reaches_the_model(
-    harness: str, make_engine: EngineFactory, model: ScriptedModel
+    harness: str,
+    make_engine: EngineFactory,
+    model: ScriptedModel,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """The red-team run: canary model key, repo token, MCP secret, a hidden declared secret and
+    credential files in play; every attack refused; no canary in any request the model receives
+    or in the stored events."""
     canaries = Canaries()
+    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    server = McpServer.stdio(
+        "marker",
+        sys.executable,
+        [str(MCP_SERVER), str(tmp_path / "marker.json")],
+        env_secrets={"MARKER_TOKEN": "MCP_SECRET"},
+    )
+    git_server = GitHttpServer(tmp_path / "srv", canaries.repo_token).__enter__()
+    request.addfinalizer(lambda: git_server.__exit__(None, None, None))
     engine = make_engine(
         harness=harness,
         model=MODELS[harness],
         secrets=[Secret("HIDDEN_SECRET", expose=False)],
+        repos=[RepoSource.git(f"{git_server.url}/app.git", ref="main", auth="GH_TOKEN")],
+        mcp_servers=[server],
         env={"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
         security_policy=SecurityPolicy(denied_bash_patterns=["git push*"]),
     )
@@ -189,6 +216,7 @@ async def test_the_real_cli_refuses_every_attack_and_no_canary_reaches_the_model
     model.add(shell("echo warm-up"), text("ready"))
     first = await session.run("warm up", secrets=secrets)
     assert not first.is_error, first.error
+    assert git_server.authorized > 0  # the clone used the repo token
     _plant_credential_files(engine.workdir, session.session_id, canaries.file_secret)
 
     gaps = KNOWN_GAPS.get(harness, frozenset())

@@ -36,7 +36,7 @@ from harness_run.runtime.local._workspace import (
     resolve_workdir,
     scrub_git_credentials,
 )
-from harness_run.security import agent_env, redact_event, secret_forms, secret_values
+from harness_run.security import TurnCredentials, agent_env, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord
 from harness_run.vocab import telemetry
@@ -250,16 +250,25 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper
     ) -> TurnOutcome:
         """The turn, holding its workspace's lock from before the workspace is prepared until the
-        result is stored: turns in one workspace (shared mode, a host directory) take turns."""
+        result is stored (turns in one workspace — shared mode, a host directory — take turns), with
+        its model proxy and git broker: the harness gets turn tokens, not keys."""
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
+        creds = TurnCredentials()
         try:
-            return await self._locked_turn(session, run, plan, keeper, lock)
+            return await self._locked_turn(session, run, plan, keeper, lock, creds)
         finally:
             lock.release()
+            await creds.aclose()
 
     async def _locked_turn(
-        self, session: Session, run: Run, plan: TurnPlan, keeper: LeaseKeeper, lock: WorkspaceLock
+        self,
+        session: Session,
+        run: Run,
+        plan: TurnPlan,
+        keeper: LeaseKeeper,
+        lock: WorkspaceLock,
+        creds: TurnCredentials,
     ) -> TurnOutcome:
         spec, secrets = plan.spec, plan.secrets
         if self._turn_env is not None:
@@ -293,7 +302,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
             await lock.acquire(waiting)
             with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
-                ctx = await self._prepare(record, run, plan, secrets, emit, driver)
+                ctx = await self._prepare(record, run, plan, secrets, emit, driver, creds)
             process = TurnProcess(
                 driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
@@ -329,6 +338,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         secrets: dict[str, str],
         emit: Callable[[AgentEvent], None],
         driver: HarnessDriver,
+        creds: TurnCredentials | None = None,
     ) -> TurnContext:
         """Workspace (made, or restored from the checkpoint), packages, environment and the
         harness's native session files: the turn's context, ready to launch."""
@@ -337,6 +347,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         await self._ensure_workspace(record, spec, paths, secrets, emit, driver)
         bin_dir = await self._workspaces.package_env(spec, lambda _s, d: emit(SetupEvent(step=d)))
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
+        if creds is not None:  # keys stay here; the harness gets the proxy, the git helper, turn tokens
+            env = creds.apply(spec, secrets, env)
+            await creds.start()
         ctx = TurnContext(
             spec=spec,
             prompt=run.prompt,

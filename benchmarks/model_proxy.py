@@ -1,0 +1,150 @@
+"""Cost of the model proxy and of the guard hook, one labelled number per line.
+
+    python benchmarks/model_proxy.py [--requests N] [--turns N] [--smoke]
+
+- proxy_request_direct_p50_ms / _p95_ms: a streamed Messages request straight to the scripted model;
+- proxy_request_proxied_p50_ms / _p95_ms: the same through the model proxy (token check, key swap,
+  streamed back), and proxy_added_p50_ms / proxy_added_p95_ms the difference;
+- proxy_turn_off_ms / proxy_turn_on_ms / proxy_turn_ratio: the median of whole Claude Code turns (a
+  tool call and an answer: two model requests) with the proxy off (``HARNESS_RUN_MODEL_PROXY=0``)
+  and on, alternating;
+- guard_hook_p50_ms / guard_hook_p95_ms: one run of the guard hook command (the fail-closed wrapper
+  and ``python -I -S _guard.py``) for a tool call, as Claude Code and Codex run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness_run import AgentSpec, SecurityPolicy, local  # noqa: E402
+from harness_run.harness._policy import guard_command  # noqa: E402
+from harness_run.security import ModelProxy  # noqa: E402
+from harness_run.testing import Rule, ScriptedModel, shell, text  # noqa: E402
+
+BODY = {
+    "model": "claude-sonnet-4-6",
+    "max_tokens": 100,
+    "stream": True,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _request(base: str, key: str) -> float:
+    start = time.perf_counter()
+    request = urllib.request.Request(
+        f"{base}/v1/messages",
+        data=json.dumps(BODY).encode(),
+        headers={"x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        answer.read()
+    return (time.perf_counter() - start) * 1000
+
+
+async def _requests(model: ScriptedModel, n: int) -> tuple[list[float], list[float]]:
+    proxy = ModelProxy()
+    env = proxy.substitute("claude-code", {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"})
+    await proxy.start()
+    direct: list[float] = []
+    proxied: list[float] = []
+    try:
+        for _ in range(n):  # alternate, so load on the machine hits both alike
+            direct.append(await asyncio.to_thread(_request, model.url, "sk-bench"))
+            proxied.append(
+                await asyncio.to_thread(_request, env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"])
+            )
+    finally:
+        await proxy.aclose()
+    return direct, proxied
+
+
+async def _turns(model: ScriptedModel, n: int) -> tuple[list[float], list[float]]:
+    workdir = Path(tempfile.mkdtemp(prefix="hr-bench-proxy-"))
+    spec = AgentSpec(name="bench-proxy", harness="claude-code", model="claude-sonnet-4-6")
+    secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"}
+    off: list[float] = []
+    on: list[float] = []
+    engine = local.deploy(spec, workdir=workdir)
+    try:
+        for i in range(n + 1):
+            for proxied, samples in ((False, off), (True, on)):
+                os.environ["HARNESS_RUN_MODEL_PROXY"] = "1" if proxied else "0"
+                start = time.perf_counter()
+                result = await engine.start_session().run("go", secrets=secrets)
+                took = (time.perf_counter() - start) * 1000
+                assert not result.is_error, result.error
+                if i:  # the first round warms caches (and imports aiohttp once)
+                    samples.append(took)
+    finally:
+        os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
+        engine.close()
+    return off, on
+
+
+def _guard(n: int) -> list[float]:
+    command = guard_command(SecurityPolicy(denied_bash_patterns=["git push*"]))
+    assert command is not None
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}})
+    samples: list[float] = []
+    for _ in range(n):
+        start = time.perf_counter()
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], input=call, text=True, capture_output=True, check=False
+        )
+        samples.append((time.perf_counter() - start) * 1000)
+        assert done.returncode == 0, done.stderr
+    return samples
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="a short run (CI smoke test)")
+    args = parser.parse_args()
+    requests, turns, guards = (20, 1, 10) if args.smoke else (args.requests, args.turns, 100)
+    with ScriptedModel(
+        [
+            Rule(reply=text("hello")),
+            Rule(reply=shell("echo bench")),
+            Rule(reply=text("done"), tool_result=True),
+        ]
+    ) as model:
+        direct, proxied = await _requests(model, requests)
+    for label, samples in (("direct", direct), ("proxied", proxied)):
+        print(f"proxy_request_{label}_p50_ms {_pct(samples, 0.5):.2f}")
+        print(f"proxy_request_{label}_p95_ms {_pct(samples, 0.95):.2f}")
+    print(f"proxy_added_p50_ms {_pct(proxied, 0.5) - _pct(direct, 0.5):.2f}")
+    print(f"proxy_added_p95_ms {_pct(proxied, 0.95) - _pct(direct, 0.95):.2f}")
+    with ScriptedModel(
+        [Rule(reply=shell("echo bench")), Rule(reply=text("done"), tool_result=True)]
+    ) as model:
+        off, on = await _turns(model, turns)
+    print(f"proxy_turn_off_ms {statistics.median(off):.0f}")
+    print(f"proxy_turn_on_ms {statistics.median(on):.0f}")
+    print(f"proxy_turn_ratio {statistics.median(on) / statistics.median(off):.3f}")
+    samples = _guard(guards)
+    print(f"guard_hook_p50_ms {_pct(samples, 0.5):.1f}")
+    print(f"guard_hook_p95_ms {_pct(samples, 0.95):.1f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,210 @@
+"""The model proxy: the harness talks to a loopback proxy that holds the real model key.
+
+One :class:`ModelProxy` per turn. :meth:`ModelProxy.substitute` takes the harness's environment
+(built by :func:`~harness_run.security.agent_env`), registers each model endpoint it names with
+its real key(s) and gives the harness the proxy's address and a random per-turn token instead;
+every other provider key is dropped. The proxy checks the token on each request, swaps it for the
+real credential and streams the request and the answer through unchanged (no decompression, no
+re-framing: server-sent events pass as they arrive). The token is worthless once the turn ends and
+anywhere but this proxy.
+
+The listening socket is bound when the proxy is made (so the port is known before the harness is
+spawned); aiohttp (imported in a thread, ~0.4 s the first time) starts serving while the CLI starts
+up — connections wait in the backlog meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import importlib
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession, web
+    from multidict import CIMultiDictProxy
+
+__all__ = ["PROXY_ENV", "ModelProxy", "proxy_enabled"]
+
+PROXY_ENV: Final = "HARNESS_RUN_MODEL_PROXY"
+"""``0`` turns the proxy off (the harness then gets the real key in its environment, as before)."""
+
+_KEY_VARS: Final = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "OPENROUTER_API_KEY",
+)
+_DEFAULT_UPSTREAM: Final = {
+    "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+    "OPENAI_BASE_URL": "https://api.openai.com/v1",
+}
+# header each key variable authenticates with
+_HEADER: Final = {
+    "ANTHROPIC_API_KEY": "x-api-key",
+    "ANTHROPIC_AUTH_TOKEN": "authorization",
+    "OPENAI_API_KEY": "authorization",
+}
+_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def proxy_enabled() -> bool:
+    return os.environ.get(PROXY_ENV, "1") != "0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    origin: str
+    """scheme://host[:port] of the real endpoint."""
+    headers: tuple[tuple[str, str], ...]
+    """The real credential headers (name, value)."""
+
+
+class ModelProxy:
+    """A loopback HTTP proxy for one turn's model requests (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self._sock.setblocking(False)
+        self.port: int = self._sock.getsockname()[1]
+        self._routes: dict[str, _Route] = {}
+        self._runner: web.AppRunner | None = None
+        self._client: ClientSession | None = None
+        self.requests = 0
+        """Requests forwarded (for tests and benchmarks)."""
+        self.refused = 0
+        """Requests refused for a missing or wrong token."""
+        self._starting: asyncio.Task[None] | None = None
+
+    @property
+    def tokens(self) -> list[str]:
+        """This turn's tokens (redacted like secrets)."""
+        return list(self._routes)
+
+    def substitute(self, harness: str, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with the model endpoint pointed at this proxy and the real keys replaced by a
+        per-turn token; other provider keys are dropped. Unchanged when the turn uses no key we
+        can proxy (Vertex AI, an OAuth token, OpenCode's built-in providers)."""
+        base_var = "ANTHROPIC_BASE_URL" if harness == "claude-code" else "OPENAI_BASE_URL"
+        if env.get("CLAUDE_CODE_USE_VERTEX") or env.get("CLAUDE_CODE_OAUTH_TOKEN"):
+            return env
+        if harness == "opencode" and not env.get(base_var):
+            return env  # OpenCode's own providers: no endpoint variable to point elsewhere
+        used = [v for v in _HEADER if env.get(v) and v.startswith("ANTHROPIC") == (harness == "claude-code")]
+        if not used:
+            return env
+        upstream = env.get(base_var) or _DEFAULT_UPSTREAM[base_var]
+        parts = urlsplit(upstream)
+        headers = tuple(
+            (_HEADER[v], env[v] if _HEADER[v] == "x-api-key" else f"Bearer {env[v]}") for v in used
+        )
+        token = "hrp-" + secrets.token_urlsafe(24)
+        self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", headers)
+        out = {k: v for k, v in env.items() if k not in _KEY_VARS}
+        out[base_var] = f"http://127.0.0.1:{self.port}{parts.path.rstrip('/')}"
+        for var in used:
+            out[var] = token
+        if "ANTHROPIC_AUTH_TOKEN" in used and "ANTHROPIC_API_KEY" not in used and "ANTHROPIC_API_KEY" in env:
+            out["ANTHROPIC_API_KEY"] = ""  # as the OpenRouter routing left it
+        return out
+
+    async def start(self) -> None:
+        """Serve (only needed when :meth:`substitute` registered a route)."""
+        if self._runner is not None or not self._routes:
+            return
+        await asyncio.to_thread(importlib.import_module, "aiohttp.web")  # ~0.4 s once, off the loop
+        import aiohttp
+        from aiohttp import web
+
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.SockSite(runner, self._sock).start()
+        self._runner = runner
+        self._client = aiohttp.ClientSession(
+            auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)
+        )
+
+    def start_soon(self) -> None:
+        """Start serving in the background: the port is bound already, so the harness can be spawned
+        at once (its first requests wait in the backlog until aiohttp is up)."""
+        if self._routes and self._starting is None:
+            self._starting = asyncio.ensure_future(self.start())
+
+    async def aclose(self) -> None:
+        if self._starting is not None:
+            if not self._starting.done():
+                self._starting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._starting
+        self._routes.clear()
+        if self._client is not None:
+            await self._client.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._sock.close()
+
+    def _route_of(self, headers: CIMultiDictProxy[str]) -> _Route | None:
+        given = headers.get("x-api-key") or ""
+        auth = headers.get("authorization") or ""
+        if not given and auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        for token, route in self._routes.items():
+            if given and hmac.compare_digest(given.encode(), token.encode()):
+                return route
+        return None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        route = self._route_of(request.headers)
+        if route is None or self._client is None:
+            self.refused += 1
+            message = "harness-run model proxy: no valid turn token"
+            body = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+            return web.json_response(body, status=401)
+        self.requests += 1
+        headers = [
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP and k.lower() not in ("x-api-key", "authorization")
+        ]
+        headers += list(route.headers)
+        body = await request.read()
+        url = route.origin + request.rel_url.raw_path_qs
+        async with self._client.request(
+            request.method, url, headers=headers, data=body, allow_redirects=False
+        ) as upstream:
+            answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for key, value in upstream.headers.items():
+                if key.lower() not in _HOP:
+                    answer.headers.add(key, value)
+            await answer.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await answer.write(chunk)
+            await answer.write_eof()
+            return answer

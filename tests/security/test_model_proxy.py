@@ -1,0 +1,113 @@
+"""The model proxy on the real CLIs: the harness and the agent's tools get a per-turn token and the
+proxy's address, never the model key; the key reaches only the model endpoint, as a header; the
+token is refused anywhere but its own proxy and after its turn."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from harness_run import SecurityPolicy
+from harness_run.security import ModelProxy
+from harness_run.testing import Rule, ScriptedModel, shell, text
+
+from ._attacks import HARNESSES, MODELS, Canaries
+from .conftest import EngineFactory
+
+# the key, wherever the agent could look for it (with the credential guards off: the proxy alone)
+LOOK = 'env | sort; echo; cat /proc/$PPID/environ | tr "\\0" "\\n"; echo; ps -o pid= -p $PPID'
+
+
+def _secrets(harness: str, model: ScriptedModel, key: str) -> dict[str, str]:
+    if harness == "claude-code":
+        return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": key}
+    return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": key}
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_the_agent_never_holds_the_model_key(
+    harness: str, make_engine: EngineFactory, model: ScriptedModel
+) -> None:
+    canaries = Canaries()
+    engine = make_engine(
+        harness=harness,
+        model=MODELS[harness],
+        security_policy=SecurityPolicy(include_credential_guards=False),  # the proxy alone
+    )
+    session = engine.start_session()
+    model.add(shell(LOOK), text("done"))
+    result = await session.run("find the key", secrets=_secrets(harness, model, canaries.model_key))
+    assert not result.is_error, result.error
+
+    looked = model.requests[-1].tool_results[-1]
+    assert "hrp-" in looked  # the harness's key variable holds the turn token …
+    assert "127.0.0.1" in looked  # … and its endpoint is the proxy
+    bodies = "\n".join(json.dumps(r.body) for r in model.requests)
+    assert canaries.model_key not in bodies  # never reached the model through a tool
+    # the endpoint itself got the real key, as the credential header, on every request
+    real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
+    assert {r.credential_sha256 for r in model.requests} == {real}
+    stored = "".join(e.model_dump_json() for e in session.events())
+    assert canaries.model_key not in stored
+
+
+async def test_the_turn_token_is_worthless_elsewhere_and_after_the_turn(model: ScriptedModel) -> None:
+    model.add(Rule(reply=text("hello")))
+    proxy = ModelProxy()
+    env = proxy.substitute(
+        "claude-code",
+        {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-real-key-123456", "PATH": "/bin"},
+    )
+    token = env["ANTHROPIC_API_KEY"]
+    assert token.startswith("hrp-") and env["ANTHROPIC_BASE_URL"] == f"http://127.0.0.1:{proxy.port}"
+    assert env["PATH"] == "/bin"
+    await proxy.start()
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+
+    def call(key: str) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"{env['ANTHROPIC_BASE_URL']}/v1/messages",
+            data=json.dumps(body).encode(),
+            headers={"x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    status, answer = await asyncio.to_thread(call, token)
+    assert status == 200 and "hello" in answer
+    assert model.requests[-1].credential_sha256 == hashlib.sha256(b"sk-real-key-123456").hexdigest()
+    seen = len(model.requests)
+    status, answer = await asyncio.to_thread(call, "sk-real-key-123456")  # not a token of this proxy
+    assert status == 401 and "no valid turn token" in answer
+    assert (proxy.requests, proxy.refused, len(model.requests)) == (1, 1, seen)
+    await proxy.aclose()
+    with pytest.raises(urllib.error.URLError):  # the turn is over: nothing listens
+        await asyncio.to_thread(urllib.request.urlopen, f"{env['ANTHROPIC_BASE_URL']}/v1/messages", None, 5)
+
+
+def test_only_the_keys_the_harness_needs_reach_it_and_never_the_real_ones() -> None:
+    proxy = ModelProxy()
+    given = {
+        "OPENAI_BASE_URL": "https://gateway.example/v1",
+        "OPENAI_API_KEY": "sk-openai",
+        "ANTHROPIC_API_KEY": "sk-ant",
+        "OPENROUTER_API_KEY": "sk-or",
+    }
+    env = proxy.substitute("codex", dict(given))
+    assert env["OPENAI_BASE_URL"] == f"http://127.0.0.1:{proxy.port}/v1"
+    assert env["OPENAI_API_KEY"].startswith("hrp-")
+    assert "ANTHROPIC_API_KEY" not in env and "OPENROUTER_API_KEY" not in env
+    # Vertex AI (no key) and OpenCode's own providers (no endpoint variable) are left alone
+    vertex = {"CLAUDE_CODE_USE_VERTEX": "1", "ANTHROPIC_VERTEX_PROJECT_ID": "p"}
+    assert proxy.substitute("claude-code", dict(vertex)) == vertex
+    assert proxy.substitute("opencode", {"OPENAI_API_KEY": "k"}) == {"OPENAI_API_KEY": "k"}
+    asyncio.run(proxy.aclose())
