@@ -17,9 +17,12 @@ from harness_run.security._secrets import (
     secret_forms,
     secret_values,
 )
+from harness_run.security._stream import DeltaRedactor, EventRedactor
 
 __all__ = [
     "OPENROUTER_URL",
+    "DeltaRedactor",
+    "EventRedactor",
     "SHORT_SECRET",
     "agent_env",
     "check_secrets",
