@@ -137,22 +137,26 @@ class Run:
         return self.wait().__await__()
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        return self._iterate(0, -1)
+        return self._iterate(after=-1, attached=0, tip=-1)
 
     def follow(self, after: int = -1) -> AsyncIterator[AgentEvent]:
-        """Live events of this turn after the stored event ``after`` (its ``seq``), ending with the
-        result: stored events with a greater seq, and deltas from then on — those that already came
-        after event ``after`` were seen by whoever read it, so a re-connecting stream gets no text
-        twice."""
-        return self._iterate(len(self._stream), after)
+        """What a subscriber joining now gets (the server's and worker's streams): the stored
+        events after seq ``after``, live, ending with the result; of the deltas only those from now
+        on, and those of the message being streamed when it joined (after the last stored event)
+        unless that event is ``after`` — whoever read it saw them, so a re-connecting stream gets
+        no text twice, and a finished turn replays none."""
+        return self._iterate(after=after, attached=len(self._stream), tip=len(self._events) - 1)
 
-    async def _iterate(self, attached: int, after: int) -> AsyncIterator[AgentEvent]:
+    async def _iterate(self, *, after: int, attached: int, tip: int) -> AsyncIterator[AgentEvent]:
         index = 0
         while True:
             while index < len(self._stream):
                 event = self._stream[index]
                 index += 1
-                if event.seq < after or (event.seq == after and (event.type != "delta" or index <= attached)):
+                if event.type != "delta":
+                    if event.seq <= after:
+                        continue
+                elif index <= attached and (event.seq != tip or event.seq <= after):
                     continue
                 yield event
                 if isinstance(event, ResultEvent):
