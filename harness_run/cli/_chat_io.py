@@ -18,7 +18,7 @@ from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult
 
 __all__ = ["ChatView", "Lines", "PipeLines", "TerminalLines", "open_history"]
 
-PROMPT = "> "
+PROMPT = "chat> "
 _FOLD = 72
 
 
