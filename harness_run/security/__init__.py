@@ -21,9 +21,9 @@ from harness_run.security._stream import DeltaRedactor, EventRedactor
 
 __all__ = [
     "OPENROUTER_URL",
+    "SHORT_SECRET",
     "DeltaRedactor",
     "EventRedactor",
-    "SHORT_SECRET",
     "agent_env",
     "check_secrets",
     "exposed_secrets",

@@ -77,6 +77,7 @@ class DeltaRedactor:
         self._left = out[-1:]  # as redacted: a short form right after a blanked one is blanked too
         return out
 
+
 class EventRedactor:
     """A turn's events redacted in order (:func:`redact_event`), with its text deltas through a
     :class:`DeltaRedactor` per message: what a delta held back is passed on (as one more delta)
