@@ -168,3 +168,11 @@ def test_telemetry_benchmark_prints_its_costs() -> None:
     ):
         assert re.search(rf"{re.escape(label)}: [0-9.]+ us", out), out
     assert re.search(r"ratio on / off: [0-9.]+", out), out
+
+
+@pytest.mark.harness
+def test_deltas_benchmark_prints_timings() -> None:
+    out = _run("deltas.py", "--smoke")
+    for label in ("delta_redact_us", "turn_partial_s", "turn_whole_s", "deltas_per_turn"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+    assert int(re.findall(r"^deltas_per_turn (\d+)", out, re.MULTILINE)[0]) >= 80  # 4 KB in 48-char chunks
