@@ -290,3 +290,27 @@ def _processes_with(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def test_run_on_a_terminal_streams_the_answer_once(
+    tmp_path: Path, spec_file: Path, scripted_model: ScriptedModel
+) -> None:
+    """`harness-run run`'s terminal view writes the answer as its deltas arrive, after the label."""
+    scripted_model.add(text(LONG))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "harness_run", "run", str(spec_file), "hi", "--workdir", str(tmp_path / "w")],
+        env=_env(scripted_model),
+        encoding="utf-8",
+        timeout=90,
+        dimensions=(50, 80),
+    )
+    try:
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    out = re.sub(r"\x1b\[[0-9;]*m", "", child.before)
+    assert child.exitstatus == 0, out
+    # written as it streamed: one unbroken line (rich would have wrapped a whole message at 80 columns)
+    assert out.count(f"agent {LONG}\r\n") == 1
+    assert out.count("word29.") == 2  # the streamed answer, and the result's text under the rule
