@@ -176,3 +176,11 @@ def test_model_proxy_benchmark_prints_latencies() -> None:
     out = _run("model_proxy.py", "--smoke")
     for label in ("proxy_added_p50_ms", "proxy_added_p95_ms", "proxy_turn_ratio", "guard_hook_p50_ms"):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+def test_deltas_benchmark_prints_timings() -> None:
+    out = _run("deltas.py", "--smoke")
+    for label in ("delta_redact_us", "turn_partial_s", "turn_whole_s", "deltas_per_turn"):
+        assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
+    assert int(re.findall(r"^deltas_per_turn (\d+)", out, re.MULTILINE)[0]) >= 80  # 4 KB in 48-char chunks

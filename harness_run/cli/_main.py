@@ -24,7 +24,7 @@ from importlib import import_module
 from harness_run.errors import HarnessRunError, InfrastructureError, RunError, UsageError
 
 # Each module defines ``register(subparsers)``; commands set ``func`` (args -> exit code).
-_COMMAND_MODULES = ("_spec", "_run", "_sessions", "_mock", "_doctor", "_serve", "_top")
+_COMMAND_MODULES = ("_spec", "_run", "_sessions", "_mock", "_doctor", "_serve", "_top", "_chat")
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from harness_run.events import AgentEvent, RunResult
+from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult
 
 __all__ = ["EventView", "format_result"]
 
@@ -77,6 +77,8 @@ class EventView:
         self.stream = stream or sys.stdout
         self.as_json = as_json
         self._console: Any = None
+        self._open: str | None = None
+        self._open_line = False
         if not as_json and self.stream.isatty():
             try:
                 from rich.console import Console
@@ -90,6 +92,8 @@ class EventView:
             self.stream.write(event.model_dump_json(exclude={"raw"}) + "\n")
             self.stream.flush()
             return
+        if self._console is not None and self._streamed(event):
+            return
         row = describe(event)
         if row is None:
             return
@@ -102,6 +106,26 @@ class EventView:
         else:
             self.stream.write(f"{label:>10}  {text}\n")
             self.stream.flush()
+
+    def _streamed(self, event: AgentEvent) -> bool:
+        """On a terminal, assistant text is written as its deltas arrive (after the ``agent``
+        label); its ``message`` then only ends the line. True when ``event`` was drawn so."""
+        if isinstance(event, DeltaEvent):
+            if self._open != event.message_id or not self._open_line:
+                self._end_line()
+                self._console.print(f"[bold green]{'agent':>10}[/] ", end="")
+            self._open, self._open_line = event.message_id, True
+            self._console.file.write(event.text)
+            self._console.file.flush()
+            return True
+        streamed = isinstance(event, MessageEvent) and self._open_line and self._open == event.message_id
+        self._end_line()
+        return streamed
+
+    def _end_line(self) -> None:
+        if self._open_line:
+            self._console.file.write("\n")
+            self._open_line = False
 
     def result(self, result: RunResult) -> None:
         if self.as_json:

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from harness_run.events import (
     AgentEvent,
+    DeltaEvent,
     ErrorEvent,
     McpServerInfo,
     MessageEvent,
@@ -109,6 +110,7 @@ class ClaudeCodeDriver:
             "--output-format",
             "stream-json",
             "--verbose",
+            "--include-partial-messages",  # stream_event lines: the text deltas as the model streams
             "--model",
             spec.model,
             "--permission-mode",
@@ -267,6 +269,8 @@ class _ClaudeParser(JsonLinesParser):
         self._ctx = ctx
         self._result: dict[str, Any] | None = None
         self._texts: list[str] = []
+        self._streaming: str | None = None
+        """The id of the model response being streamed (its ``message_start``)."""
         self._message_usage: dict[str, Usage] = {}
         """Usage per model call (message id), so a turn stopped before its result keeps its accounting."""
 
@@ -280,6 +284,8 @@ class _ClaudeParser(JsonLinesParser):
             return self._assistant(data)
         if kind == "user":
             return self._user(data)
+        if kind == "stream_event":
+            return self._stream_event(data)
         if kind == "result":
             self._result = data
             return []
@@ -317,6 +323,21 @@ class _ClaudeParser(JsonLinesParser):
                 ErrorEvent(message=_text_of(message.get("content")) or str(data["error"]), raw=data)
             )
         return events
+
+    def _stream_event(self, data: dict[str, Any]) -> list[AgentEvent]:
+        """``--include-partial-messages``: the model's raw stream; its text deltas become
+        :class:`DeltaEvent` s (live only), everything else is in the whole ``assistant`` line."""
+        event = as_dict(data.get("event"))
+        if event.get("type") == "message_start":
+            self._streaming = opt_str(as_dict(event.get("message")).get("id"))
+            return []
+        delta = as_dict(event.get("delta"))
+        if event.get("type") != "content_block_delta" or delta.get("type") != "text_delta":
+            return []
+        text = delta.get("text")
+        if not isinstance(text, str) or not text:
+            return []
+        return [DeltaEvent(text=text, message_id=opt_str(data.get("api_message_id")) or self._streaming)]
 
     def _user(self, data: dict[str, Any]) -> list[AgentEvent]:
         content = as_dict(data.get("message")).get("content")

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Literal
 
-from harness_run.events import AgentEvent, ResultEvent, RunResult
+from harness_run.events import AgentEvent, DeltaEvent, ResultEvent, RunResult
 
 __all__ = ["Run", "RunStatus"]
 
@@ -21,7 +21,8 @@ class Run:
 
     - ``await run`` gives the :class:`RunResult` (cancelling the await cancels the turn);
     - ``async for event in run`` yields every event from the first, live, ending with the result;
-      iterate as often as you like;
+      iterate as often as you like (text ``delta`` events included: they are live only, never in
+      ``run.events`` or the history);
     - ``run.done`` / ``run.status`` / ``run.result`` poll without blocking.
     """
 
@@ -33,6 +34,9 @@ class Run:
         """The id of the turn's prompt message (its first ``user`` event carries it)."""
         self.started_at = time.time()
         self._events: list[AgentEvent] = []
+        """The turn's events as stored (no deltas); ``seq`` is the position here."""
+        self._stream: list[AgentEvent] = []
+        """Everything emitted, in order: the stored events and the live-only deltas between them."""
         self._changed = asyncio.Event()
         self._result: RunResult | None = None
         self._task: asyncio.Task[RunResult] | None = None
@@ -75,9 +79,19 @@ class Run:
             await asyncio.wait({task})
 
     def emit(self, event: AgentEvent) -> AgentEvent:
-        """Number, time-stamp and publish an event to iterators."""
+        """Number, time-stamp and publish an event to iterators. A :class:`DeltaEvent` is live only:
+        iterators get it, ``events`` (what runtimes store) does not, and it takes the ``seq`` of the
+        last stored event before it, so stored numbering does not depend on streaming."""
+        if isinstance(event, DeltaEvent):
+            seq = max(len(self._events) - 1, 0)
+            event = event.model_copy(update={"seq": seq, "turn": self.turn, "ts": time.time()})
+            self._stream.append(event)
+            self._changed.set()
+            self._changed = asyncio.Event()
+            return event
         event = event.model_copy(update={"seq": len(self._events), "turn": self.turn, "ts": time.time()})
         self._events.append(event)
+        self._stream.append(event)
         if isinstance(event, ResultEvent):
             self._result = event.result
         self._changed.set()
@@ -103,7 +117,7 @@ class Run:
 
     @property
     def events(self) -> list[AgentEvent]:
-        """The events so far (a copy)."""
+        """The events so far as stored in history (a copy; no ``delta`` events)."""
         return list(self._events)
 
     async def wait(self) -> RunResult:
@@ -122,16 +136,32 @@ class Run:
     def __await__(self) -> Generator[Any, None, RunResult]:
         return self.wait().__await__()
 
-    async def __aiter__(self) -> AsyncIterator[AgentEvent]:
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self._iterate(after=-1, attached=0, tip=-1)
+
+    def follow(self, after: int = -1) -> AsyncIterator[AgentEvent]:
+        """What a subscriber joining now gets (the server's and worker's streams): the stored
+        events after seq ``after``, live, ending with the result; of the deltas only those from now
+        on, and those of the message being streamed when it joined (after the last stored event)
+        unless that event is ``after`` — whoever read it saw them, so a re-connecting stream gets
+        no text twice, and a finished turn replays none."""
+        return self._iterate(after=after, attached=len(self._stream), tip=len(self._events) - 1)
+
+    async def _iterate(self, *, after: int, attached: int, tip: int) -> AsyncIterator[AgentEvent]:
         index = 0
         while True:
-            while index < len(self._events):
-                event = self._events[index]
+            while index < len(self._stream):
+                event = self._stream[index]
                 index += 1
+                if event.type != "delta":
+                    if event.seq <= after:
+                        continue
+                elif index <= attached and (event.seq != tip or event.seq <= after):
+                    continue
                 yield event
                 if isinstance(event, ResultEvent):
                     return
-            if self._task is not None and self._task.done() and index >= len(self._events):
+            if self._task is not None and self._task.done() and index >= len(self._stream):
                 self._task.result()  # surface an unexpected failure of the turn task
                 return
             waiter = self._changed

@@ -19,12 +19,15 @@ from harness_run.security._secrets import (
     secret_forms,
     secret_values,
 )
+from harness_run.security._stream import DeltaRedactor, EventRedactor
 from harness_run.security._turn import TurnCredentials
 
 __all__ = [
     "OPENROUTER_URL",
     "PROXY_ENV",
     "SHORT_SECRET",
+    "DeltaRedactor",
+    "EventRedactor",
     "GitBroker",
     "ModelProxy",
     "TurnCredentials",

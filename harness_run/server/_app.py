@@ -240,7 +240,9 @@ async def _stream(request: web.Request, events: AsyncGenerator[AgentEvent | None
             if event is None:
                 await response.write(b": keepalive\n\n")
                 continue
-            head = f"id: {event_id(event.turn, event.seq)}\nevent: {event.type}\n"
+            head = f"event: {event.type}\n"  # a delta moves no resume point: no id
+            if event.type != "delta":
+                head = f"id: {event_id(event.turn, event.seq)}\n{head}"
             await response.write(f"{head}data: {event.model_dump_json()}\n\n".encode())
         with contextlib.suppress(ConnectionResetError):
             await response.write_eof()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
-from harness_run.events import AgentEvent, ResultEvent
+from harness_run.events import AgentEvent, DeltaEvent, ResultEvent
 from harness_run.runtime import Engine, Run, Session
 from harness_run.runtime.local import LocalEngine
 from harness_run.spec import AgentSpec
@@ -139,6 +139,7 @@ class ServerState:
     ) -> AsyncGenerator[AgentEvent | None]:
         """The session's events after the ``(turn, seq)`` cursor: stored ones, then live ones as they
         come, in order, each once; None when nothing came for :data:`POLL` seconds (a keep-alive).
+        The running turn's text deltas come with its live events (``Run.follow``); the store has none.
         ``until_result``: end after the first result event."""
         cursor = after
         sid = session.session_id
@@ -152,7 +153,10 @@ class ServerState:
                     if until_result and isinstance(event, ResultEvent):
                         return
             if run is not None and live_turn is not None:
-                async for event in run:
+                async for event in run.follow(cursor[1] if cursor[0] == run.turn else -1):
+                    if isinstance(event, DeltaEvent):  # live only: no cursor, never replayed
+                        yield event
+                        continue
                     if (event.turn, event.seq) > cursor:
                         cursor = (event.turn, event.seq)
                         if isinstance(event, ResultEvent):  # served once the session has applied it

@@ -68,7 +68,9 @@ def load_event(data: Mapping[str, Any] | str | bytes, what: str, fix: str) -> Ag
 
 
 def event_rows(events: Sequence[AgentEvent]) -> list[tuple[int, AgentEvent]]:
-    """``(seq, event)`` pairs, sorted by seq, the first copy of each seq kept."""
+    """``(seq, event)`` pairs, sorted by seq, the first copy of each seq kept. Text deltas are left
+    out: they are live only, and share the seq of the stored event before them (storing one would
+    hide that event)."""
     seen: dict[int, AgentEvent] = {}
     for index, event in enumerate(events):
         if not isinstance(event, EVENT_TYPES):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -76,7 +78,8 @@ def event_rows(events: Sequence[AgentEvent]) -> list[tuple[int, AgentEvent]]:
                 f"event {index} is a {type(event).__name__}, not an AgentEvent; pass the events "
                 "themselves (harness_run.events; parse_event() turns a dict into one)"
             )
-        seen.setdefault(event.seq, event)
+        if event.type != "delta":
+            seen.setdefault(event.seq, event)
     return sorted(seen.items(), key=lambda item: item[0])
 
 

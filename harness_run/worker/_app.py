@@ -233,7 +233,8 @@ async def _events(request: web.Request) -> web.StreamResponse:
                 await state.finished.wait()  # stored (or failed) before it is served
                 if state.error is not None:
                     break
-            frame = f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+            head = "" if event.type == "delta" else f"id: {event.seq}\n"  # deltas move no resume point
+            frame = f"{head}event: {event.type}\ndata: {event.model_dump_json()}\n\n"
             await response.write(frame.encode())
             if isinstance(event, ResultEvent):
                 break
@@ -248,8 +249,9 @@ async def _events(request: web.Request) -> web.StreamResponse:
 
 
 async def _turn_events(state: TurnState, after: int) -> AsyncIterator[AgentEvent | None]:
-    """The turn's events with seq > ``after``, live; None after KEEPALIVE_INTERVAL of silence."""
-    stream = aiter(state.run)
+    """The turn's events with seq > ``after`` (and live deltas, see ``Run.follow``); None after
+    KEEPALIVE_INTERVAL of silence."""
+    stream = state.run.follow(after)
     pending: asyncio.Future[AgentEvent] | None = None
     try:
         while True:
@@ -269,8 +271,7 @@ async def _turn_events(state: TurnState, after: int) -> AsyncIterator[AgentEvent
                 return
             finally:
                 pending = None
-            if event.seq > after:
-                yield event
+            yield event
     finally:
         if pending is not None:
             pending.cancel()

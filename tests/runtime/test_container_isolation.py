@@ -120,7 +120,10 @@ async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engin
     started = time.perf_counter()
     run = session.send("write the file out.txt", secrets=model_secrets(setup.model))
     first_event = first_agent_event = None
+    streamed: list[str] = []
     async for event in run:
+        if event.type == "delta":  # the worker's live deltas, mirrored into this process's Run
+            streamed.append(event.text)
         if first_event is None:
             first_event = time.perf_counter() - started
         if first_agent_event is None and event.type != "user":
@@ -128,6 +131,8 @@ async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engin
     first = await run
     assert not first.is_error, first.error
     assert first.text == "done"
+    assert "".join(streamed) == "done"
+    assert not [e for e in session.events(1) if e.type == "delta"]  # live only: not in the history
     ready_s = engine.claims.claimed[-1].ready_s
     print(
         f"\ncold start: container -> worker healthy {ready_s:.2f} s; send -> first event (the prompt) "

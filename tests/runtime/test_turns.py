@@ -61,7 +61,9 @@ async def test_a_tool_call_creates_a_file_and_the_result_is_accounted(
     assert [e.text for e in run.events if e.type == "message"] == ["all done"]
     assert types.index("tool_use") < types.index("tool_result") < types.index("message")
     assert [e.seq for e in run.events] == list(range(len(types)))
-    assert streamed == run.events  # async iteration saw the same events, live
+    # async iteration saw the same events, live, and the answer streamed as deltas before them
+    assert [e for e in streamed if e.type != "delta"] == run.events
+    assert "".join(e.text for e in streamed if e.type == "delta") == "all done"
     last = run.events[-1]
     assert isinstance(last, ResultEvent)
     assert last.result == result

@@ -62,6 +62,7 @@ def _sse(
                 event_id = line[4:]
             elif line.startswith("data: "):
                 out.append((event_id, json.loads(line[6:])))
+                event_id = ""  # a live text delta has no id of its own
                 if out[-1][1]["type"] == "result":
                     return out
     return out
@@ -152,7 +153,11 @@ async def test_restart_replay_and_secrets_never_stored_or_logged(
     try:
         _, created = _call(f"{base}/v1/workspaces", "POST", {}, key)
         sid = created["session_id"]
-        streamed = _sse(f"{base}/v1/workspaces/{sid}/prompt", key, {"prompt": "show it", "secrets": secrets})
+        live = _sse(f"{base}/v1/workspaces/{sid}/prompt", key, {"prompt": "show it", "secrets": secrets})
+        deltas = [(i, e) for i, e in live if e["type"] == "delta"]  # live only: no id, never replayed
+        assert deltas and all(i == "" for i, _ in deltas)
+        assert "".join(e["text"] for _, e in deltas) == "the value was ***"
+        streamed = [(i, e) for i, e in live if e["type"] != "delta"]
         ids = [i for i, _ in streamed]
         assert ids == [f"1:{n}" for n in range(len(ids))] and streamed[-1][1]["type"] == "result"
         assert streamed[-1][1]["result"]["text"] == "the value was ***"

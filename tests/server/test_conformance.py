@@ -12,7 +12,7 @@ import pytest
 
 import harness_run
 from harness_run import AgentSpec, Engine
-from harness_run.events import MessageEvent, ResultEvent, ToolUseEvent, UserEvent
+from harness_run.events import DeltaEvent, MessageEvent, ResultEvent, ToolUseEvent, UserEvent
 from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel, shell, text
 
@@ -66,8 +66,12 @@ async def test_a_session_behaves_the_same_locally_and_through_the_server(
     assert result.text == "first answer" and not result.is_error
     assert isinstance(seen[0], UserEvent) and isinstance(seen[-1], ResultEvent)
     assert any(isinstance(e, ToolUseEvent) for e in seen)
-    assert [e.seq for e in seen] == list(range(len(seen)))
-    assert [e.type for e in run.events] == [e.type for e in seen]  # iterate again: the same
+    stored = [e for e in seen if not isinstance(e, DeltaEvent)]
+    assert [e.seq for e in stored] == list(range(len(stored)))
+    assert [e.type for e in run.events] == [e.type for e in stored]  # the stored events: no deltas
+    assert [e.type for e in [event async for event in run]] == [e.type for e in seen]  # again: the same
+    assert "".join(e.delta for e in seen if isinstance(e, DeltaEvent)) == "first answer"  # streamed
+    assert not [e for e in session.events() if e.type == "delta"]
 
     second = await session.send("and again", secrets=secrets)
     assert second.text == "second answer" and session.record.turns == 2

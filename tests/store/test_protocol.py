@@ -12,7 +12,7 @@ import pytest
 from test_events import EVENTS
 
 from harness_run.errors import SessionBusyError, StoreError
-from harness_run.events import AgentEvent, MessageEvent, RunResult, Usage, UserEvent
+from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult, Usage, UserEvent
 from harness_run.store import (
     EngineRecord,
     GcsStore,
@@ -184,11 +184,21 @@ def test_events_are_ordered_by_turn_and_seq_and_never_duplicated(store: HistoryS
 
 
 def test_every_event_type_comes_back_as_the_same_typed_event(backend: Backend, store: HistoryStore) -> None:
-    events = [e.model_copy(update={"seq": i, "turn": 1}) for i, e in enumerate(EVENTS)]
+    stored = [e for e in EVENTS if e.type != "delta"]
+    events = [e.model_copy(update={"seq": i, "turn": 1}) for i, e in enumerate(stored)]
     store.append_events("s1", 1, events[:4])
     store.append_events("s1", 1, events)
     assert store.read_events("s1", 1) == events  # typed fields, raw lines and all
-    assert [type(e) for e in backend.open().read_events("s1")] == [type(e) for e in EVENTS]
+    assert [type(e) for e in backend.open().read_events("s1")] == [type(e) for e in stored]
+
+
+def test_text_deltas_are_never_stored_and_never_hide_an_event(store: HistoryStore) -> None:
+    delta = DeltaEvent(seq=0, turn=1, text="stre", message_id="m")  # the seq of the event before it
+    store.append_events("s1", 1, [delta, UserEvent(seq=0, turn=1, text="prompt"), delta])
+    store.append_events("s1", 1, [DeltaEvent(seq=1, turn=1, text="am")])
+    assert texts(store.read_events("s1", 1)) == ["prompt"]
+    store.append_events("s1", 1, [MessageEvent(seq=1, turn=1, text="stream")])
+    assert texts(store.read_events("s1")) == ["prompt", "stream"]
 
 
 def test_events_are_keyed_by_their_seq_and_only_events_are_taken(store: HistoryStore) -> None:

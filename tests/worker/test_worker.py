@@ -97,6 +97,9 @@ async def test_a_turn_streams_events_and_a_stored_result(
         assert (await client.turn(info.turn_id)).status == "completed"
         assert not (await client.health()).busy
 
+    deltas = [e for e in events if e["type"] == "delta"]  # streamed text: live only, never stored
+    assert "".join(e["text"] for e in deltas) == "all done"
+    events = [e for e in events if e["type"] != "delta"]
     types = [e["type"] for e in events]
     assert types[0] == "user"
     assert "tool_use" in types and "tool_result" in types
@@ -150,6 +153,10 @@ async def test_events_are_flushed_during_the_turn_and_the_stream_resumes_exactly
         assert second.startswith(b"id: 1\n")
         rest = await collect(client, info.turn_id, after=1)  # resume from seq 1
         everything = await collect(client, info.turn_id)
+    # the live stream had the answer's text deltas; a finished turn replays none
+    assert "".join(e["text"] for e in rest if e["type"] == "delta") == "after the sleep"
+    assert not [e for e in everything if e["type"] == "delta"]
+    rest = [e for e in rest if e["type"] != "delta"]
     assert [e["seq"] for e in rest] == list(range(2, len(everything)))
     assert rest == everything[2:]
     assert everything[-1]["result"]["text"] == "after the sleep"

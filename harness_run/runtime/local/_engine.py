@@ -36,7 +36,14 @@ from harness_run.runtime.local._workspace import (
     resolve_workdir,
     scrub_git_credentials,
 )
-from harness_run.security import TurnCredentials, agent_env, redact_event, secret_forms, secret_values
+from harness_run.security import (
+    EventRedactor,
+    TurnCredentials,
+    agent_env,
+    redact_event,
+    secret_forms,
+    secret_values,
+)
 from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord
 from harness_run.vocab import telemetry
@@ -179,8 +186,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         return self._workspaces.paths(session_id, config, self.name)
 
     def _delete_workspace(self, session_id: str) -> None:
-        """The session's folder (its own workspace, harness home and native session files) goes; a
-        shared workspace or a host directory stays."""
+        """The session's own folder goes; a shared workspace or a host directory stays."""
         self._on_close.pop(session_id, None)
         shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
 
@@ -277,9 +283,11 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         forms = secret_forms(values)
 
         tools = ToolSpans(telemetry.NOOP)  # one span per tool call, under the harness's span
+        redactor = EventRedactor(forms)  # a secret split across two text deltas is blanked too
 
         def emit(event: AgentEvent) -> None:
-            tools.see(run.emit(redact_event(event, forms)))
+            for redacted in redactor.redact(event):
+                tools.see(run.emit(redacted))
             if event.type == "started":  # store the harness's own session id at once
                 keeper.nudge()
 
