@@ -51,7 +51,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def read_sse(response: Any, until_result: bool = True) -> list[tuple[str, dict[str, Any], float]]:
-    """(id, event, time read) of each event of an aiohttp SSE response, up to the first result."""
+    """(id, event, time read) of each stored event of an aiohttp SSE response, up to the first
+    result (``delta`` events, live only and without an id, are left out)."""
     out: list[tuple[str, dict[str, Any], float]] = []
     buffer = b""
     event_id = ""
@@ -65,6 +66,8 @@ async def read_sse(response: Any, until_result: bool = True) -> list[tuple[str, 
                 event_id = line[4:]
             elif line.startswith("data: "):
                 event = json.loads(line[6:])
+                if event["type"] == "delta":  # live only: no SSE id, not stored, not counted
+                    continue
                 out.append((event_id, event, now))
                 if until_result and event["type"] == "result":
                     return out

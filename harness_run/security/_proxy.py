@@ -97,6 +97,8 @@ class ModelProxy:
         """Requests forwarded (for tests and benchmarks)."""
         self.refused = 0
         """Requests refused for a missing or wrong token."""
+        self.dropped = 0
+        """Requests whose endpoint dropped the connection (the harness's was dropped too)."""
         self._starting: asyncio.Task[None] | None = None
 
     @property
@@ -196,15 +198,31 @@ class ModelProxy:
         headers += list(route.headers)
         body = await request.read()
         url = route.origin + request.rel_url.raw_path_qs
-        async with self._client.request(
-            request.method, url, headers=headers, data=body, allow_redirects=False
-        ) as upstream:
-            answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-            for key, value in upstream.headers.items():
-                if key.lower() not in _HOP:
-                    answer.headers.add(key, value)
-            await answer.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await answer.write(chunk)
-            await answer.write_eof()
-            return answer
+        try:
+            async with self._client.request(
+                request.method, url, headers=headers, data=body, allow_redirects=False
+            ) as upstream:
+                answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+                for key, value in upstream.headers.items():
+                    if key.lower() not in _HOP:
+                        answer.headers.add(key, value)
+                await answer.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await answer.write(chunk)
+                await answer.write_eof()
+                return answer
+        except (TimeoutError, OSError, _client_errors()):
+            # The endpoint dropped the connection (before or during its answer): drop the harness's
+            # too, so it sees what it would have seen talking to the endpoint itself (its own
+            # "connection dropped" handling and retries), not a 500 made up here.
+            self.dropped += 1
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=502)
+
+
+def _client_errors() -> type[Exception]:
+    """aiohttp's client error base (imported with the proxy's aiohttp, never at module import)."""
+    from aiohttp import ClientError
+
+    return ClientError

@@ -1,17 +1,20 @@
-"""One scenario, two engines: a local engine in process and the same spec through `harness-run
+"""One scenario, three engines: a local engine in process, the same spec in containers
+(``local.deploy(isolation="container")``, the in-image worker behind it) and through `harness-run
 serve` (``harness_run.connect``). Sessions and runs must behave the same: await, async-iterate,
 poll, send, history, get_session from a second client, exec, interrupt."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import harness_run
-from harness_run import AgentSpec, Engine
+from harness_run import AgentSpec, Engine, local
 from harness_run.events import DeltaEvent, MessageEvent, ResultEvent, ToolUseEvent, UserEvent
 from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel, shell, text
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.harness
 Opener = Callable[[], Engine]
 
 
-@pytest.fixture(params=["local", "server"])
+@pytest.fixture(params=["local", pytest.param("container", marks=pytest.mark.docker), "server"])
 def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """``open()`` -> a new client Engine of one deployed spec (each call: another client)."""
     spec = AgentSpec(name="conf", harness="claude-code", model=MODEL)
@@ -35,6 +38,14 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
             return opened[-1]
 
         yield open_local
+    elif request.param == "container":
+        options = _container_options(request)
+
+        def open_container() -> Engine:
+            opened.append(local.deploy(spec, workdir=tmp_path, isolation="container", **options))
+            return opened[-1]
+
+        yield open_container
     else:
         with ServerThread(tmp_path, [spec]) as server:
 
@@ -45,6 +56,20 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
             yield open_remote
     for engine in opened:
         engine.close()
+
+
+def _container_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The container runtime on the test services (as tests/runtime/test_container_isolation.py)."""
+    ca = os.environ.get("PIP_CERT")
+    if not ca or not Path(ca).is_file():
+        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
+    return {
+        "docker_client": request.getfixturevalue("docker_client"),
+        "base_image": request.getfixturevalue("base_image"),
+        "ca_files": [ca],
+        "network_mode": "host",
+        "labels": request.getfixturevalue("docker_labels"),
+    }
 
 
 async def test_a_session_behaves_the_same_locally_and_through_the_server(

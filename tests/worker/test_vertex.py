@@ -115,4 +115,9 @@ async def test_the_worker_runs_claude_code_in_vertex_mode_without_a_key(
         "ANTHROPIC_VERTEX_PROJECT_ID": "my-project",
         "CLOUD_ML_REGION": "us-east5",
     }
-    assert keyed == {"ANTHROPIC_API_KEY": "sk-per-run-key-123"}  # a key passed per run takes precedence
+    # a key passed per run takes precedence (no Vertex mode); the CLI gets the model proxy's turn
+    # token and address, never the key itself
+    assert set(keyed) == {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}, keyed
+    assert keyed["ANTHROPIC_API_KEY"].startswith("hrp-")
+    assert keyed["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    assert "sk-per-run-key-123" not in dump.read_text()
