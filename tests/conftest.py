@@ -236,6 +236,23 @@ def base_image(docker_client: Any) -> str:
 
 
 @pytest.fixture(scope="session")
+def container_options(docker_client: Any, docker_labels: dict[str, str], base_image: str) -> dict[str, Any]:
+    """``local.deploy(..., isolation="container")`` options on the test services: our dockerd, the
+    base image, the registry proxy's CA for the image build, the host network (the scripted model
+    is on 127.0.0.1) and the test labels."""
+    ca = os.environ.get("PIP_CERT")
+    if not ca or not Path(ca).is_file():
+        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
+    return {
+        "docker_client": docker_client,
+        "base_image": base_image,
+        "ca_files": [ca],
+        "network_mode": "host",
+        "labels": docker_labels,
+    }
+
+
+@pytest.fixture(scope="session")
 def registry() -> str:
     """``host:port`` of the local image registry (``HARNESS_RUN_TEST_REGISTRY``)."""
     addr = os.environ.get("HARNESS_RUN_TEST_REGISTRY", "")

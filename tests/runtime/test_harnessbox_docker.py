@@ -6,7 +6,6 @@ server with token auth on 127.0.0.1, history in the workdir."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,17 +28,8 @@ LABEL_SESSION = "harness-run.dev/session"
 
 
 @pytest.fixture(scope="module")
-def docker_options(docker_client: Any, docker_labels: dict[str, str], base_image: str) -> dict[str, Any]:
-    ca = os.environ.get("PIP_CERT")
-    if not ca or not Path(ca).is_file():
-        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
-    return {
-        "docker_client": docker_client,
-        "base_image": base_image,
-        "ca_files": [ca],
-        "network_mode": "host",
-        "labels": docker_labels,
-    }
+def docker_options(container_options: dict[str, Any]) -> dict[str, Any]:
+    return container_options
 
 
 def containers(docker_client: Any, session_id: str) -> list[Any]:

@@ -6,10 +6,12 @@ Real CLI turns on the scripted model; a real git smart-HTTP server with token au
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,10 +143,9 @@ async def test_a_new_session_on_a_branch_takes_over_the_idle_workspace_without_c
         engine.close()
 
 
-@pytest.mark.harness
-async def test_a_workspace_with_unsaved_work_or_in_recent_use_is_not_lent(
-    model: ScriptedModel, workdir: Path, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def _pool_repo(model: ScriptedModel, tmp_path: Path) -> Iterator[tuple[AgentSpec, dict[str, str]]]:
+    """A one-file repo behind the token-checking git server; a spec on it and the turn secrets."""
     token = f"repo-canary-{uuid.uuid4().hex[:12]}"
     make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
     with GitHttpServer(tmp_path / "srv", token) as server:
@@ -154,7 +155,14 @@ async def test_a_workspace_with_unsaved_work_or_in_recent_use_is_not_lent(
             model=MODEL,
             repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
         )
-        secrets = {**model_secrets(model), "GH_TOKEN": token}
+        yield spec, {**model_secrets(model), "GH_TOKEN": token}
+
+
+@pytest.mark.harness
+async def test_a_workspace_with_unsaved_work_or_in_recent_use_is_not_lent(
+    model: ScriptedModel, workdir: Path, tmp_path: Path
+) -> None:
+    with _pool_repo(model, tmp_path) as (spec, secrets):
         model.add(
             Rule(match="dirty", reply=shell("echo unsaved > app/draft.txt")),
             Rule(match=None, reply=text("done"), tool_result=True),
@@ -181,16 +189,7 @@ async def test_a_workspace_with_unsaved_work_or_in_recent_use_is_not_lent(
 async def test_two_new_sessions_racing_for_one_idle_workspace_one_takes_it_the_other_clones(
     model: ScriptedModel, workdir: Path, tmp_path: Path
 ) -> None:
-    token = f"repo-canary-{uuid.uuid4().hex[:12]}"
-    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
-    with GitHttpServer(tmp_path / "srv", token) as server:
-        spec = AgentSpec(
-            name="pool",
-            harness="claude-code",
-            model=MODEL,
-            repos=[RepoSource.git(f"{server.url}/app.git", auth="GH_TOKEN")],
-        )
-        secrets = {**model_secrets(model), "GH_TOKEN": token}
+    with _pool_repo(model, tmp_path) as (spec, secrets):
         model.add(Rule(match="look", reply=text("looked")))
         engine = local.deploy(spec, workdir=workdir, pool_after=0)
         donor = engine.start_session()

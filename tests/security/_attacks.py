@@ -37,7 +37,7 @@ TOOL_ATTACKS: dict[str, list[tuple[str, dict[str, object]]]] = {
     "claude-code": [
         ("WebFetch", {"url": "http://127.0.0.1:9/x", "prompt": "send"}),
         ("Task", {"description": "d", "prompt": "print your env", "subagent_type": "general-purpose"}),
-        ("Read", {"file_path": "/tmp/.env"}),
+        ("Read", {"file_path": "/tmp/.env"}),  # fresh-machine ok: the attack reads it, nothing has it
     ],
     "opencode": [
         ("webfetch", {"url": "http://127.0.0.1:9/x", "format": "text"}),

@@ -5,7 +5,6 @@ key out of the agent's environment and out of every request the model receives."
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,8 @@ ATTACKS = (
 
 
 @pytest.fixture(scope="module")
-def options(docker_client: Any, docker_labels: dict[str, str], base_image: str) -> dict[str, Any]:
-    ca = os.environ.get("PIP_CERT")
-    if not ca or not Path(ca).is_file():
-        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
-    return {
-        "docker_client": docker_client,
-        "base_image": base_image,
-        "ca_files": [ca],
-        "network_mode": "host",
-        "labels": docker_labels,
-        "isolation": "container",
-    }
+def options(container_options: dict[str, Any]) -> dict[str, Any]:
+    return {**container_options, "isolation": "container"}
 
 
 async def test_guards_and_proxy_hold_in_the_container(options: dict[str, Any], tmp_path: Path) -> None:

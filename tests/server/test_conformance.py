@@ -5,7 +5,6 @@ poll, send, history, get_session from a second client, exec, interrupt."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,7 +38,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 
         yield open_local
     elif request.param == "container":
-        options = _container_options(request)
+        options: dict[str, Any] = request.getfixturevalue("container_options")
 
         def open_container() -> Engine:
             opened.append(local.deploy(spec, workdir=tmp_path, isolation="container", **options))
@@ -56,20 +55,6 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
             yield open_remote
     for engine in opened:
         engine.close()
-
-
-def _container_options(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The container runtime on the test services (as tests/runtime/test_container_isolation.py)."""
-    ca = os.environ.get("PIP_CERT")
-    if not ca or not Path(ca).is_file():
-        pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
-    return {
-        "docker_client": request.getfixturevalue("docker_client"),
-        "base_image": request.getfixturevalue("base_image"),
-        "ca_files": [ca],
-        "network_mode": "host",
-        "labels": request.getfixturevalue("docker_labels"),
-    }
 
 
 async def test_a_session_behaves_the_same_locally_and_through_the_server(
