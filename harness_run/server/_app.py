@@ -51,21 +51,16 @@ _OPEN = frozenset({"/healthz", "/openapi.json", *DASHBOARD_PATHS})  # the dashbo
 async def _trace(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A server span per request, continuing the client's trace (W3C ``traceparent``); 5xx count
     as errors in the metrics. Nothing at all when telemetry is off."""
-    if not (telemetry.enabled() or telemetry.metrics_enabled()):
-        return await handler(request)
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
-    span = telemetry.route_span(request.method, route, request.headers, "harness_run.server")
-    try:
-        with span.current():
-            response = await handler(request)
-        span.set(status=response.status)
-        if response.status >= 500:
-            span.fail(f"HTTP {response.status}")
-            telemetry.add("harness_run.server.errors", route=route, status=response.status)
-        return response
-    finally:
-        span.end()
+    return await telemetry.serve_request(
+        request.method,
+        route,
+        request.headers,
+        "harness_run.server",
+        lambda: handler(request),
+        errors_metric="harness_run.server.errors",
+    )
 
 
 @web.middleware

@@ -16,8 +16,8 @@ import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable, Generator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Generator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from harness_run.vocab.version import __version__
 
@@ -232,6 +232,39 @@ def route_span(method: str, route: str, headers: Mapping[str, str], service: str
         return NOOP
     with remote_parent(headers):
         return _start(f"{service} {method} {route}", None, None, "server", {"route": route, "method": method})
+
+
+class _Answer(Protocol):
+    @property
+    def status(self) -> int: ...
+
+
+async def serve_request[R: _Answer](
+    method: str,
+    route: str,
+    headers: Mapping[str, str],
+    service: str,
+    handle: Callable[[], Awaitable[R]],
+    *,
+    errors_metric: str | None = None,
+) -> R:
+    """Answer one request of an HTTP server (``handle()``) inside a server span that continues the
+    caller's trace; a 5xx answer fails the span and counts in ``errors_metric``. Nothing at all when
+    telemetry is off (the server's and the worker's middleware)."""
+    if not (enabled() or (errors_metric is not None and metrics_enabled())):
+        return await handle()
+    span = route_span(method, route, headers, service)
+    try:
+        with span.current():
+            answer = await handle()
+        span.set(status=answer.status)
+        if answer.status >= 500:
+            span.fail(f"HTTP {answer.status}")
+            if errors_metric is not None:
+                add(errors_metric, route=route, status=answer.status)
+        return answer
+    finally:
+        span.end()
 
 
 @contextlib.contextmanager

@@ -68,18 +68,11 @@ def _json(model: BaseModel, status: int = 200) -> web.Response:
 async def _trace(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A server span per request, continuing the caller's trace (``traceparent``); the turn started
     by ``POST /v1/turns`` runs in that span's context. Nothing when telemetry is off."""
-    if not telemetry.enabled():
-        return await handler(request)
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
-    span = telemetry.route_span(request.method, route, request.headers, "harness_run.worker")
-    try:
-        with span.current():
-            response = await handler(request)
-        span.set(status=response.status)
-        return response
-    finally:
-        span.end()
+    return await telemetry.serve_request(
+        request.method, route, request.headers, "harness_run.worker", lambda: handler(request)
+    )
 
 
 @web.middleware
