@@ -8,6 +8,12 @@ real credential and streams the request and the answer through unchanged (no dec
 re-framing: server-sent events pass as they arrive). The token is worthless once the turn ends and
 anywhere but this proxy.
 
+Claude Code on Vertex AI (``CLAUDE_CODE_USE_VERTEX``) reaches the proxy the same way: it gets
+``ANTHROPIC_VERTEX_BASE_URL`` with the turn token as the first path segment and
+``CLAUDE_CODE_SKIP_VERTEX_AUTH=1``; the proxy holds the Google credentials (Application Default
+Credentials, or the run's ``GOOGLE_APPLICATION_CREDENTIALS`` file) and adds a fresh OAuth access token
+to each request, so the harness never sees a Google credential.
+
 The listening socket is bound when the proxy is made (so the port is known before the harness is
 spawned); aiohttp (imported in a thread, ~0.4 s the first time) starts serving while the CLI starts
 up — connections wait in the backlog meanwhile.
@@ -22,8 +28,9 @@ import importlib
 import os
 import secrets
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -37,6 +44,7 @@ PROXY_ENV: Final = "HARNESS_RUN_MODEL_PROXY"
 
 _KEY_VARS: Final = (
     "ANTHROPIC_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
     "ANTHROPIC_AUTH_TOKEN",
     "OPENAI_API_KEY",
     "CODEX_API_KEY",
@@ -49,9 +57,13 @@ _DEFAULT_UPSTREAM: Final = {
 # header each key variable authenticates with
 _HEADER: Final = {
     "ANTHROPIC_API_KEY": "x-api-key",
+    "CLAUDE_CODE_OAUTH_TOKEN": "authorization",  # a Claude subscription's token, sent as a bearer
     "ANTHROPIC_AUTH_TOKEN": "authorization",
     "OPENAI_API_KEY": "authorization",
 }
+_CLAUDE_VARS: Final = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
+_GOOGLE_SCOPES: Final = ("https://www.googleapis.com/auth/cloud-platform",)
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _HOP: Final = frozenset(
     {
         "connection",
@@ -79,6 +91,71 @@ class _Route:
     """scheme://host[:port] of the real endpoint."""
     headers: tuple[tuple[str, str], ...]
     """The real credential headers (name, value)."""
+    google: _GoogleToken | None = None
+    """Vertex AI: the Google credentials whose access token each request gets."""
+
+
+class _GoogleToken:
+    """Google credentials held by the proxy (never the harness): an access token, refreshed when
+    it expires. ``credentials_file``: the run's ``GOOGLE_APPLICATION_CREDENTIALS``; else ADC."""
+
+    def __init__(self, credentials_file: str | None) -> None:
+        self._file = credentials_file
+        self._credentials: Any = None
+        self._lock = asyncio.Lock()
+
+    async def header(self) -> tuple[str, str]:
+        async with self._lock:
+            if self._credentials is None or not self._credentials.valid:
+                await asyncio.to_thread(self._refresh)
+            credentials: Any = self._credentials
+        return ("authorization", f"Bearer {credentials.token}")
+
+    def _refresh(self) -> None:
+        try:
+            auth: Any = importlib.import_module("google.auth")
+            transport: Any = importlib.import_module("google.auth.transport.requests")
+        except ImportError as exc:
+            raise _ProxyRefusal(
+                f"Vertex AI through the model proxy needs google-auth ({exc}); "
+                "pip install 'harness-run[sandbox]'"
+            ) from None
+        try:
+            if self._credentials is None:
+                if self._file and self._file != os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+                    self._credentials = _credentials_file(self._file)
+                else:
+                    self._credentials = auth.default(scopes=_GOOGLE_SCOPES)[0]
+            credentials: Any = self._credentials
+            credentials.refresh(transport.Request())
+        except Exception as exc:  # google-auth's errors: no credentials, a refused refresh, no network
+            self._credentials = None
+            raise _ProxyRefusal(
+                f"no Google credentials for Vertex AI ({type(exc).__name__}): set "
+                "GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run "
+                "on GKE with Workload Identity"
+            ) from None
+
+
+def _credentials_file(path: str) -> Any:
+    """A run's own credentials file: a service-account key or an authorized-user file (the kinds
+    that hold what they need; others — external accounts — come through ADC)."""
+    import json
+
+    with open(path, encoding="utf-8") as handle:
+        info: Any = json.load(handle)
+    kind: object = cast("dict[str, object]", info).get("type") if isinstance(info, dict) else None
+    if kind == "service_account":
+        module: Any = importlib.import_module("google.oauth2.service_account")
+        return module.Credentials.from_service_account_info(info, scopes=_GOOGLE_SCOPES)
+    if kind == "authorized_user":
+        module = importlib.import_module("google.oauth2.credentials")
+        return module.Credentials.from_authorized_user_info(info, scopes=_GOOGLE_SCOPES)
+    raise ValueError("a run's GOOGLE_APPLICATION_CREDENTIALS must be a service-account or user file")
+
+
+class _ProxyRefusal(Exception):
+    """A request the proxy answers itself with 401 and this message (no secret in it)."""
 
 
 class ModelProxy:
@@ -109,13 +186,15 @@ class ModelProxy:
     def substitute(self, harness: str, env: dict[str, str]) -> dict[str, str]:
         """``env`` with the model endpoint pointed at this proxy and the real keys replaced by a
         per-turn token; other provider keys are dropped. Unchanged when the turn uses no key we
-        can proxy (Vertex AI, an OAuth token, OpenCode's built-in providers)."""
+        can proxy (OpenCode's built-in providers; Vertex AI behind the caller's own gateway)."""
         base_var = "ANTHROPIC_BASE_URL" if harness == "claude-code" else "OPENAI_BASE_URL"
-        if env.get("CLAUDE_CODE_USE_VERTEX") or env.get("CLAUDE_CODE_OAUTH_TOKEN"):
-            return env
+        if harness == "claude-code" and _on(env, "CLAUDE_CODE_USE_VERTEX"):
+            return env if _on(env, "CLAUDE_CODE_SKIP_VERTEX_AUTH") else self._vertex(env)
         if harness == "opencode" and not env.get(base_var):
             return env  # OpenCode's own providers: no endpoint variable to point elsewhere
-        used = [v for v in _HEADER if env.get(v) and v.startswith("ANTHROPIC") == (harness == "claude-code")]
+        used = [v for v in _HEADER if env.get(v) and (v in _CLAUDE_VARS) == (harness == "claude-code")]
+        if "ANTHROPIC_AUTH_TOKEN" in used and "CLAUDE_CODE_OAUTH_TOKEN" in used:
+            used.remove("CLAUDE_CODE_OAUTH_TOKEN")  # one bearer: the gateway token wins
         if not used:
             return env
         upstream = env.get(base_var) or _DEFAULT_UPSTREAM[base_var]
@@ -131,6 +210,21 @@ class ModelProxy:
             out[var] = token
         if "ANTHROPIC_AUTH_TOKEN" in used and "ANTHROPIC_API_KEY" not in used and "ANTHROPIC_API_KEY" in env:
             out["ANTHROPIC_API_KEY"] = ""  # as the OpenRouter routing left it
+        return out
+
+    def _vertex(self, env: dict[str, str]) -> dict[str, str]:
+        """Claude Code on Vertex AI: the token as the base URL's first path segment (Claude Code sends
+        no credential once ``CLAUDE_CODE_SKIP_VERTEX_AUTH`` is set); the proxy adds Google's."""
+        region = env.get("CLOUD_ML_REGION", "").strip() or "global"
+        host = "aiplatform.googleapis.com" if region == "global" else f"{region}-aiplatform.googleapis.com"
+        upstream = env.get("ANTHROPIC_VERTEX_BASE_URL") or f"https://{host}/v1"
+        parts = urlsplit(upstream)
+        token = "hrp-" + secrets.token_urlsafe(24)
+        google = _GoogleToken(env.get("GOOGLE_APPLICATION_CREDENTIALS"))
+        self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", (), google)
+        out = {k: v for k, v in env.items() if k not in _KEY_VARS and k != "GOOGLE_APPLICATION_CREDENTIALS"}
+        out["ANTHROPIC_VERTEX_BASE_URL"] = f"http://127.0.0.1:{self.port}/{token}{parts.path.rstrip('/')}"
+        out["CLAUDE_CODE_SKIP_VERTEX_AUTH"] = "1"
         return out
 
     async def start(self) -> None:
@@ -170,11 +264,20 @@ class ModelProxy:
             await self._runner.cleanup()
         self._sock.close()
 
-    def _route_of(self, headers: CIMultiDictProxy[str]) -> _Route | None:
+    def _route_of(self, headers: CIMultiDictProxy[str], path: str) -> tuple[_Route | None, str]:
+        """The route a request's token names, and the path to forward (without a path token)."""
         given = headers.get("x-api-key") or ""
         auth = headers.get("authorization") or ""
         if not given and auth.lower().startswith("bearer "):
             given = auth[7:].strip()
+        if not given and path.startswith("/hrp-"):  # Vertex AI: /<token>/v1/projects/…
+            given, _, rest = path[1:].partition("/")
+            path = "/" + rest
+            found = self._match(given)
+            return (found, path) if found is not None and found.google is not None else (None, path)
+        return self._match(given), path
+
+    def _match(self, given: str) -> _Route | None:
         for token, route in self._routes.items():
             if given and hmac.compare_digest(given.encode(), token.encode()):
                 return route
@@ -183,21 +286,26 @@ class ModelProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        route = self._route_of(request.headers)
+        route, path = self._route_of(request.headers, request.rel_url.raw_path)
         if route is None or self._client is None:
             self.refused += 1
-            message = "harness-run model proxy: no valid turn token"
-            body = {"type": "error", "error": {"type": "authentication_error", "message": message}}
-            return web.json_response(body, status=401)
-        self.requests += 1
+            return _refusal("harness-run model proxy: no valid turn token")
         headers = [
             (k, v)
             for k, v in request.headers.items()
             if k.lower() not in _HOP and k.lower() not in ("x-api-key", "authorization")
         ]
         headers += list(route.headers)
+        if route.google is not None:
+            try:
+                headers.append(await route.google.header())
+            except _ProxyRefusal as exc:
+                self.refused += 1
+                return _refusal(f"harness-run model proxy: {exc}")
+        self.requests += 1
         body = await request.read()
-        url = route.origin + request.rel_url.raw_path_qs
+        query = request.rel_url.raw_query_string
+        url = route.origin + path + (f"?{query}" if query else "")
         try:
             async with self._client.request(
                 request.method, url, headers=headers, data=body, allow_redirects=False
@@ -219,6 +327,18 @@ class ModelProxy:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=502)
+
+
+def _on(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in _TRUE
+
+
+def _refusal(message: str) -> web.Response:
+    """A 401 in Anthropic's error shape (what Claude Code shows; OpenAI clients read ``message`` too)."""
+    from aiohttp import web
+
+    body = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+    return web.json_response(body, status=401)
 
 
 def _client_errors() -> type[Exception]:

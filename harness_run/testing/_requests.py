@@ -39,6 +39,8 @@ non-model endpoint (count_tokens, models), 404, or "failed" (the server itself r
 
 MAIN_OUTCOMES: frozenset[str] = frozenset({"script", "rule", "retry", "exhausted"})
 
+_VERTEX_MODEL = re.compile(r"/publishers/anthropic/models/([^/:]+):(?:stream)?[rR]awPredict$")
+"""Vertex AI's Anthropic paths: ``…/publishers/anthropic/models/<model>:streamRawPredict``."""
 MODEL_APIS: frozenset[str] = frozenset({"anthropic", "responses", "chat"})
 
 _SECRET_HEADERS = frozenset(
@@ -117,14 +119,17 @@ class RecordedRequest:
 
     @property
     def model(self) -> str | None:
-        """The ``model`` the client asked for."""
+        """The ``model`` the client asked for (on Vertex AI: the one named in the path)."""
         value = self.json.get("model")
-        return value if isinstance(value, str) else None
+        if isinstance(value, str):
+            return value
+        found = _VERTEX_MODEL.search(self.path)
+        return found.group(1) if found else None
 
     @property
     def stream(self) -> bool:
         """Whether the client asked for a streamed (SSE) answer."""
-        return bool(self.json.get("stream"))
+        return bool(self.json.get("stream")) or self.path.endswith(":streamRawPredict")
 
     @property
     def is_model_request(self) -> bool:

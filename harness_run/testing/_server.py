@@ -5,6 +5,10 @@ Routes (matched on the path's ending, so ``/v1/…`` and any other prefix work; 
 
 * ``POST …/messages`` — Anthropic Messages (SSE when ``stream`` is true, else JSON)
 * ``POST …/messages/count_tokens`` — ``{"input_tokens": N}`` (a rough estimate; never scripted)
+* ``POST …/publishers/anthropic/models/<model>:rawPredict`` / ``:streamRawPredict`` — Anthropic
+  Messages the way Vertex AI serves them (the model in the path); ``…/count-tokens:rawPredict``
+* ``POST …/token`` — a Google OAuth token endpoint: any grant gets ``{"access_token": "ya29.scripted-N"}``
+  (so google-auth credentials whose ``token_uri`` points here work offline)
 * ``POST …/responses`` — OpenAI Responses (SSE or JSON)
 * ``POST …/chat/completions`` — OpenAI Chat Completions (SSE or JSON)
 * ``GET …/models`` and ``GET …/models/<id>`` — one model, in a shape both vendors' clients accept
@@ -48,9 +52,11 @@ def classify(method: str, path: str) -> ApiKind:
     """Which API a request path belongs to."""
     path = path.rstrip("/")
     if method == "POST":
-        if path.endswith("/messages/count_tokens"):
+        if path.endswith(("/messages/count_tokens", "/count-tokens:rawPredict")):
             return "count_tokens"
-        if path.endswith("/messages"):
+        if path.endswith("/messages") or (
+            "/publishers/anthropic/models/" in path and path.endswith(("RawPredict", ":rawPredict"))
+        ):
             return "anthropic"
         if path.endswith("/responses"):
             return "responses"
@@ -85,6 +91,8 @@ class ModelServer(ThreadingHTTPServer):
         self.stopping = threading.Event()
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        self.tokens_issued = 0
+        """OAuth access tokens issued by ``POST …/token`` (``ya29.scripted-<n>``)."""
         super().__init__(address, _Handler)
 
     def track(self, conn: socket.socket, *, add: bool) -> None:
@@ -243,6 +251,11 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             else:
                 self._send_json(200, {**entry, "id": path.rsplit("/", 1)[-1]})
+        elif path.endswith("/token") and self.command == "POST":
+            record.outcome = "endpoint"
+            self.server.tokens_issued += 1
+            token = f"ya29.scripted-{self.server.tokens_issued}"
+            self._send_json(200, {"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
         elif path in ("", "/health") and self.command in ("GET", "HEAD"):
             record.outcome = "endpoint"
             self._send_json(200, {"status": "ok", "server": "harness-run scripted model"})

@@ -21,6 +21,8 @@ PROVIDER_VARIABLES: Final[frozenset[str]] = frozenset(
         "CLAUDE_CODE_USE_VERTEX",
         "ANTHROPIC_VERTEX_PROJECT_ID",
         "CLOUD_ML_REGION",
+        "ANTHROPIC_VERTEX_BASE_URL",
+        "CLAUDE_CODE_SKIP_VERTEX_AUTH",
         "GOOGLE_APPLICATION_CREDENTIALS",
     }
 )

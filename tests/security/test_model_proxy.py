@@ -106,8 +106,32 @@ def test_only_the_keys_the_harness_needs_reach_it_and_never_the_real_ones() -> N
     assert env["OPENAI_BASE_URL"] == f"http://127.0.0.1:{proxy.port}/v1"
     assert env["OPENAI_API_KEY"].startswith("hrp-")
     assert "ANTHROPIC_API_KEY" not in env and "OPENROUTER_API_KEY" not in env
-    # Vertex AI (no key) and OpenCode's own providers (no endpoint variable) are left alone
-    vertex = {"CLAUDE_CODE_USE_VERTEX": "1", "ANTHROPIC_VERTEX_PROJECT_ID": "p"}
-    assert proxy.substitute("claude-code", dict(vertex)) == vertex
+    # OpenCode's own providers (no endpoint variable) are left alone, and so is Vertex AI when the
+    # caller already skips Google auth (its own gateway holds the credentials)
     assert proxy.substitute("opencode", {"OPENAI_API_KEY": "k"}) == {"OPENAI_API_KEY": "k"}
+    gateway = {"CLAUDE_CODE_USE_VERTEX": "1", "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1"}
+    assert proxy.substitute("claude-code", dict(gateway)) == gateway
     asyncio.run(proxy.aclose())
+
+
+@pytest.mark.harness
+async def test_a_claude_subscription_token_goes_through_the_proxy_too(
+    make_engine: EngineFactory, model: ScriptedModel
+) -> None:
+    """``CLAUDE_CODE_OAUTH_TOKEN`` (a Claude subscription) is held by the proxy like a key: Claude
+    Code sends the turn token as its bearer, the endpoint gets the real one."""
+    canaries = Canaries()
+    engine = make_engine(
+        harness="claude-code",
+        model=MODELS["claude-code"],
+        security_policy=SecurityPolicy(include_credential_guards=False),
+    )
+    model.add(shell(LOOK), text("done"))
+    secrets = {"ANTHROPIC_BASE_URL": model.url, "CLAUDE_CODE_OAUTH_TOKEN": canaries.model_key}
+    result = await engine.start_session().run("find the token", secrets=secrets)
+    assert not result.is_error, result.error
+    looked = model.requests[-1].tool_results[-1]
+    assert "CLAUDE_CODE_OAUTH_TOKEN=hrp-" in looked
+    assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests)
+    real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
+    assert {r.credential_sha256 for r in model.requests if r.is_model_request} == {real}
