@@ -55,7 +55,7 @@ from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
 from harness_run.harness._policy import refuse_policy
 from harness_run.spec import AgentSpec
-from harness_run.vocab.envrules import PROVIDER_VARIABLES
+from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL, PROVIDER_VARIABLES
 from harness_run.vocab.pricing import rates, unknown_cost_event
 
 __all__ = ["OpenCodeDriver"]
@@ -167,8 +167,15 @@ class OpenCodeDriver:
                     "models": {model_id: model_entry},
                 }
             }
-        elif "options" in model_entry:
-            settings["provider"] = {provider_id: {"models": {model_id: model_entry}}}
+        else:
+            entry: dict[str, Any] = {}
+            proxied = env.get(OPENCODE_PROVIDER_URL.get(provider_id, ""))
+            if proxied:  # a built-in provider whose key the model proxy holds
+                entry["options"] = {"baseURL": proxied}
+            if "options" in model_entry:
+                entry["models"] = {model_id: model_entry}
+            if entry:
+                settings["provider"] = {provider_id: entry}
         files: dict[Path, str] = {
             config_dir / "package-lock.json": _PLUGIN_LOCK,
             config_dir / "node_modules" / ".harness-run": "",

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL
+
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
     from multidict import CIMultiDictProxy
@@ -186,12 +188,12 @@ class ModelProxy:
     def substitute(self, harness: str, env: dict[str, str]) -> dict[str, str]:
         """``env`` with the model endpoint pointed at this proxy and the real keys replaced by a
         per-turn token; other provider keys are dropped. Unchanged when the turn uses no key we
-        can proxy (OpenCode's built-in providers; Vertex AI behind the caller's own gateway)."""
+        can proxy (Vertex AI behind the caller's own gateway)."""
         base_var = "ANTHROPIC_BASE_URL" if harness == "claude-code" else "OPENAI_BASE_URL"
         if harness == "claude-code" and _on(env, "CLAUDE_CODE_USE_VERTEX"):
             return env if _on(env, "CLAUDE_CODE_SKIP_VERTEX_AUTH") else self._vertex(env)
         if harness == "opencode" and not env.get(base_var):
-            return env  # OpenCode's own providers: no endpoint variable to point elsewhere
+            return self._opencode_builtin(env)
         used = [v for v in _HEADER if env.get(v) and (v in _CLAUDE_VARS) == (harness == "claude-code")]
         if "ANTHROPIC_AUTH_TOKEN" in used and "CLAUDE_CODE_OAUTH_TOKEN" in used:
             used.remove("CLAUDE_CODE_OAUTH_TOKEN")  # one bearer: the gateway token wins
@@ -210,6 +212,29 @@ class ModelProxy:
             out[var] = token
         if "ANTHROPIC_AUTH_TOKEN" in used and "ANTHROPIC_API_KEY" not in used and "ANTHROPIC_API_KEY" in env:
             out["ANTHROPIC_API_KEY"] = ""  # as the OpenRouter routing left it
+        return out
+
+    def _opencode_builtin(self, env: dict[str, str]) -> dict[str, str]:
+        """OpenCode's own ``anthropic``/``openai`` providers (no endpoint variable): each key gets a
+        token of its own, and the proxy's address goes to the driver (``OPENCODE_PROVIDER_URL``),
+        which writes it into the provider's ``baseURL``."""
+        out = dict(env)
+        for provider, key_var, header, default in (
+            ("anthropic", "ANTHROPIC_API_KEY", "x-api-key", "https://api.anthropic.com/v1"),
+            ("openai", "OPENAI_API_KEY", "authorization", "https://api.openai.com/v1"),
+        ):
+            if not env.get(key_var):
+                continue
+            given = env.get("ANTHROPIC_BASE_URL") if provider == "anthropic" else None
+            parts = urlsplit(f"{given.rstrip('/')}/v1" if given else default)
+            value = env[key_var] if header == "x-api-key" else f"Bearer {env[key_var]}"
+            token = "hrp-" + secrets.token_urlsafe(24)
+            self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", ((header, value),))
+            out[key_var] = token
+            out[OPENCODE_PROVIDER_URL[provider]] = f"http://127.0.0.1:{self.port}{parts.path.rstrip('/')}"
+        for var in _KEY_VARS:
+            if var not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+                out.pop(var, None)
         return out
 
     def _vertex(self, env: dict[str, str]) -> dict[str, str]:

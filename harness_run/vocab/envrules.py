@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["PROVIDER_VARIABLES"]
+__all__ = ["OPENCODE_PROVIDER_URL", "PROVIDER_VARIABLES"]
 
 # Model-provider variables a run may pass without declaring them (endpoint and key per harness).
 PROVIDER_VARIABLES: Final[frozenset[str]] = frozenset(
@@ -26,3 +26,10 @@ PROVIDER_VARIABLES: Final[frozenset[str]] = frozenset(
         "GOOGLE_APPLICATION_CREDENTIALS",
     }
 )
+
+# OpenCode's built-in providers read their key from the environment but take no endpoint variable:
+# the model proxy names its address here and the OpenCode driver puts it in the provider's options.
+OPENCODE_PROVIDER_URL: Final[dict[str, str]] = {
+    "anthropic": "HARNESS_RUN_OPENCODE_ANTHROPIC_URL",
+    "openai": "HARNESS_RUN_OPENCODE_OPENAI_URL",
+}

@@ -106,9 +106,12 @@ def test_only_the_keys_the_harness_needs_reach_it_and_never_the_real_ones() -> N
     assert env["OPENAI_BASE_URL"] == f"http://127.0.0.1:{proxy.port}/v1"
     assert env["OPENAI_API_KEY"].startswith("hrp-")
     assert "ANTHROPIC_API_KEY" not in env and "OPENROUTER_API_KEY" not in env
-    # OpenCode's own providers (no endpoint variable) are left alone, and so is Vertex AI when the
-    # caller already skips Google auth (its own gateway holds the credentials)
-    assert proxy.substitute("opencode", {"OPENAI_API_KEY": "k"}) == {"OPENAI_API_KEY": "k"}
+    # OpenCode's own openai provider (no endpoint variable): a token, and the proxy's address for the
+    # driver to write into the provider's baseURL
+    env = proxy.substitute("opencode", {"OPENAI_API_KEY": "sk-openai", "CODEX_API_KEY": "sk-codex"})
+    assert env["OPENAI_API_KEY"].startswith("hrp-") and "CODEX_API_KEY" not in env
+    assert env["HARNESS_RUN_OPENCODE_OPENAI_URL"] == f"http://127.0.0.1:{proxy.port}/v1"
+    # Vertex AI is left alone when the caller already skips Google auth (its own gateway holds them)
     gateway = {"CLAUDE_CODE_USE_VERTEX": "1", "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1"}
     assert proxy.substitute("claude-code", dict(gateway)) == gateway
     asyncio.run(proxy.aclose())
@@ -135,3 +138,28 @@ async def test_a_claude_subscription_token_goes_through_the_proxy_too(
     assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests)
     real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
     assert {r.credential_sha256 for r in model.requests if r.is_model_request} == {real}
+
+
+@pytest.mark.harness
+async def test_opencode_on_its_built_in_anthropic_provider_gets_only_a_turn_token(
+    make_engine: EngineFactory, model: ScriptedModel
+) -> None:
+    """No ``OPENAI_BASE_URL``: OpenCode's own ``anthropic`` provider reads ``ANTHROPIC_API_KEY``; the
+    driver points the provider's ``baseURL`` at the proxy, so the key still stays here."""
+    canaries = Canaries()
+    engine = make_engine(
+        harness="opencode",
+        model="claude-sonnet-4-6",  # -> OpenCode's anthropic/claude-sonnet-4-6
+        security_policy=SecurityPolicy(include_credential_guards=False),
+    )
+    model.add(shell(LOOK), text("done"))
+    secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": canaries.model_key}
+    result = await engine.start_session().run("find the key", secrets=secrets)
+    assert not result.is_error, result.error
+    asked = [r for r in model.requests if r.is_model_request]
+    assert asked and {r.api for r in asked} == {"anthropic"}
+    looked = asked[-1].tool_results[-1]
+    assert "ANTHROPIC_API_KEY=hrp-" in looked
+    assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests)
+    real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
+    assert {r.credential_sha256 for r in asked} == {real}
