@@ -42,7 +42,7 @@ def test_git_workflow_benchmark_prints_timings() -> None:
 @pytest.mark.harness
 @pytest.mark.slow
 def test_turn_overhead_benchmark_prints_ratios() -> None:
-    out = _run("turn_overhead.py", "--rounds", "1")
+    out = _run("turn_overhead.py", "--rounds", "1", "--opencode-rounds", "1")
     for label in ("ratio in-process / bare", "ratio fresh process / bare", "ratio two-turn / bare"):
         assert re.search(rf"{re.escape(label)}: [0-9.]+", out), out
     assert re.search(r"client peak RSS, in process: [0-9.]+ MB", out), out
