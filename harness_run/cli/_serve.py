@@ -129,12 +129,23 @@ def _register_deploy(commands: Any) -> None:
         "--ca-file", action="append", default=[], metavar="PEM", help="extra CA trusted in the build"
     )
     deploy.add_argument("--build-network", default=None, help="Docker network mode of the build (e.g. host)")
+    group = deploy.add_argument_group(
+        "sandbox engines", "the cluster the store's sandbox engines claim on (told to the service)"
+    )
+    group.add_argument("--location", default=None, help="region of the cluster (default --region)")
+    group.add_argument(
+        "--cluster", default=None, metavar="NAME", help="the GKE cluster's name (default harness-run)"
+    )
+    group.add_argument("--namespace", default=None, help="namespace the engines are deployed in (default default)")
+    group.add_argument(
+        "--router-url", default=None, metavar="URL", help="reach the sandboxes through this sandbox router"
+    )
     deploy.set_defaults(func=_deploy)
 
 
 def _deploy(args: argparse.Namespace) -> int:
     from harness_run.compiler import DEFAULT_BASE_IMAGE, ImageOptions
-    from harness_run.server import deploy_server
+    from harness_run.server import SandboxAccess, deploy_server
     from harness_run.spec import AgentSpec
 
     image = ImageOptions(
@@ -155,6 +166,12 @@ def _deploy(args: argparse.Namespace) -> int:
         min_instances=args.min_instances,
         max_instances=args.max_instances,
         public=not args.private,
+        sandbox=SandboxAccess(
+            location=args.location,
+            cluster=args.cluster,
+            namespace=args.namespace or "default",
+            router_url=args.router_url,
+        ),
     )
     print(f"harness-run server {done.action}: {done.url}", flush=True)
     return 0

@@ -5,7 +5,10 @@
 cluster=)`` does (:class:`~harness_run.runtime.sandbox.ClusterTarget`): the kubeconfig from
 ``$KUBECONFIG`` (else ``~/.kube/config``; the pod's own cluster inside one), the context of GKE
 cluster ``NAME`` in ``P``/``L``, or the named or current context, checked against ``P``/``L``.
-Each flag has an environment default (how ``serve deploy`` hands them to the Cloud Run service).
+With ``--cluster NAME`` and no kubeconfig at all (a Cloud Run instance), the cluster is looked up
+through the GKE API with Application Default Credentials
+(:func:`~harness_run.runtime.sandbox._gke.gke_api_client`). Each flag has an environment default
+(how ``serve deploy`` hands them to the Cloud Run service).
 
 Without ``--project``/``--location`` the store's sandbox engines are skipped with a log line naming
 the flags (other engines are still served); with them, a cluster that cannot be reached from the
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness_run.errors import UsageError
@@ -110,6 +114,11 @@ class SandboxAccess:
         from harness_run.runtime.sandbox._kube import Kube
 
         assert self.project and self.location
+        if self._from_gke_api():
+            from harness_run.runtime.sandbox._gke import gke_api_client
+
+            assert self.cluster
+            return Kube(gke_api_client(self.project, self.location, self.cluster), self.namespace)
         try:
             target = ClusterTarget(
                 name=None if self.api_client is not None else self.cluster,
@@ -123,9 +132,17 @@ class SandboxAccess:
         except UsageError as exc:
             raise UsageError(
                 f"harness-run serve cannot reach the sandbox engines' cluster (--project {self.project} "
-                f"--location {self.location}{self._which()}): {exc}"
+                f"--location {self.location}{self._which()}): {_as_flags(str(exc))}"
             ) from None
         return Kube(connection.api_client, self.namespace)
+
+    def _from_gke_api(self) -> bool:
+        """A GKE cluster named, and no kubeconfig (nor a pod's own cluster) to find it in."""
+        if self.api_client is not None or not self.cluster or self.context:
+            return False
+        if os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return False
+        return not Path("~/.kube/config").expanduser().is_file()  # fresh-machine ok: kubectl's default
 
     def _which(self) -> str:
         if self.context:
@@ -142,3 +159,18 @@ class SandboxAccess:
             ENV_ROUTER_URL: self.router_url,
         }
         return {name: value for name, value in pairs.items() if value}
+
+
+_LIBRARY_TO_FLAGS = (
+    ("cluster=ClusterTarget(kubeconfig=...)", "set KUBECONFIG"),
+    ("cluster=ClusterTarget(context=...)", "--context CONTEXT"),
+    ("cluster='NAME'", "--cluster NAME"),
+    ("project=/location=", "--project/--location"),
+)
+
+
+def _as_flags(message: str) -> str:
+    """The cluster lookup's hints (written for the library's arguments) in terms of serve's flags."""
+    for library, flag in _LIBRARY_TO_FLAGS:
+        message = message.replace(library, flag)
+    return message
