@@ -49,7 +49,9 @@ def _register_cluster(parser: Any) -> None:
         "--project", default=None, help="GCP project of the cluster (default $GOOGLE_CLOUD_PROJECT)"
     )
     group.add_argument(
-        "--location", default=None, help="region of the cluster, e.g. us-central1 (default $HARNESS_RUN_LOCATION)"
+        "--location",
+        default=None,
+        help="region of the cluster, e.g. us-central1 (default $HARNESS_RUN_LOCATION)",
     )
     which = group.add_mutually_exclusive_group()
     which.add_argument(
@@ -58,15 +60,20 @@ def _register_cluster(parser: Any) -> None:
         metavar="NAME",
         help="the GKE cluster's name (default $HARNESS_RUN_CLUSTER, else the current kubeconfig context)",
     )
-    which.add_argument("--context", default=None, help="a kubeconfig context, checked against --project/--location")
+    which.add_argument(
+        "--context", default=None, help="a kubeconfig context, checked against --project/--location"
+    )
     group.add_argument(
-        "--namespace", default=None, help="namespace the engines are deployed in (default $HARNESS_RUN_NAMESPACE or default)"
+        "--namespace",
+        default=None,
+        help="namespace the engines are deployed in (default $HARNESS_RUN_NAMESPACE or default)",
     )
     group.add_argument(
         "--router-url",
         default=None,
         metavar="URL",
-        help="reach the sandboxes through this sandbox router (default $HARNESS_RUN_ROUTER_URL; needed outside the cluster's network)",
+        help="reach the sandboxes through this sandbox router (default $HARNESS_RUN_ROUTER_URL; needed "
+        "outside the cluster's network)",
     )
 
 
@@ -136,7 +143,9 @@ def _register_deploy(commands: Any) -> None:
     group.add_argument(
         "--cluster", default=None, metavar="NAME", help="the GKE cluster's name (default harness-run)"
     )
-    group.add_argument("--namespace", default=None, help="namespace the engines are deployed in (default default)")
+    group.add_argument(
+        "--namespace", default=None, help="namespace the engines are deployed in (default default)"
+    )
     group.add_argument(
         "--router-url", default=None, metavar="URL", help="reach the sandboxes through this sandbox router"
     )

@@ -109,16 +109,12 @@ class SandboxAccess:
     def kube(self) -> Any:
         """The :class:`~harness_run.runtime.sandbox._kube.Kube` for the cluster (reads the
         kubeconfig now; talks to no server); a :class:`UsageError` naming the flags if it fails."""
-        from harness_run.runtime.sandbox import ClusterTarget
-        from harness_run.runtime.sandbox._cluster import connect
-        from harness_run.runtime.sandbox._kube import Kube
+        from harness_run.runtime.sandbox import ClusterTarget, Kube, connect_cluster, gke_api_client
 
-        assert self.project and self.location
+        project, location = self.project or "", self.location or ""
         if self._from_gke_api():
-            from harness_run.runtime.sandbox._gke import gke_api_client
-
-            assert self.cluster
-            return Kube(gke_api_client(self.project, self.location, self.cluster), self.namespace)
+            api_client = gke_api_client(project, location, self.cluster or "")
+            return Kube(api_client, self.namespace)
         try:
             target = ClusterTarget(
                 name=None if self.api_client is not None else self.cluster,
@@ -126,8 +122,8 @@ class SandboxAccess:
                 namespace=self.namespace,
                 api_client=self.api_client,
             )
-            connection = connect(
-                target, project=self.project, location=self.location, caller="harness-run serve"
+            connection = connect_cluster(
+                target, project=project, location=location, caller="harness-run serve"
             )
         except UsageError as exc:
             raise UsageError(

@@ -104,9 +104,7 @@ class ServerState:
             return None
         if self._kube is None:
             self._kube = access.kube()
-            log.info(
-                "sandbox engines claim on %s (namespace %s)", self._kube.server, self._kube.namespace
-            )
+            log.info("sandbox engines claim on %s (namespace %s)", self._kube.server, self._kube.namespace)
         claims = ClaimOptions(router_url=access.router_url)
         return SandboxEngine(record, store=self.store, kube=self._kube, options=claims)
 

@@ -129,13 +129,17 @@ class _Google:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # the token endpoint (a refresh-token grant)
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self._answer(200, {"access_token": "stand-in-token", "expires_in": 3600, "token_type": "Bearer"})
+                self._answer(
+                    200, {"access_token": "stand-in-token", "expires_in": 3600, "token_type": "Bearer"}
+                )
 
             def do_GET(self) -> None:
                 google.seen.append((self.path, self.headers.get("Authorization", "")))
                 if self.path == f"/v1/projects/{PROJECT}/locations/{LOCATION}/clusters/agents":
                     ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
-                    self._answer(200, {"endpoint": cluster_url, "masterAuth": {"clusterCaCertificate": ca.decode()}})
+                    self._answer(
+                        200, {"endpoint": cluster_url, "masterAuth": {"clusterCaCertificate": ca.decode()}}
+                    )
                 else:
                     self._answer(404, {"error": {"code": 404, "message": "not found"}})
 
@@ -171,7 +175,12 @@ def test_without_a_kubeconfig_the_named_cluster_comes_from_the_gke_api(
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
         monkeypatch.setenv("HARNESS_RUN_GKE_ENDPOINT", google.url)
         with pytest.raises(UsageError, match=r"GKE cluster 'nope' .*not found .*roles/container.developer"):
-            ServerState(store, store.root, [], sandbox=SandboxAccess(project=PROJECT, location=LOCATION, cluster="nope"))
+            ServerState(
+                store,
+                store.root,
+                [],
+                sandbox=SandboxAccess(project=PROJECT, location=LOCATION, cluster="nope"),
+            )
         state = ServerState(
             store, store.root, [], sandbox=SandboxAccess(project=PROJECT, location=LOCATION, cluster="agents")
         )

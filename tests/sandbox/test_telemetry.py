@@ -148,11 +148,7 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         "OTEL_SERVICE_NAME": "team-server",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
-    where = ["--project", PROJECT, "--location", LOCATION, "--cluster", CLUSTER]
-    args = [sys.executable, "-m", "harness_run", "serve", "--store", deployed.store_url, "--port", "0"]
-    proc = subprocess.Popen(
-        [*args, *where], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    proc = _serve(deployed.store_url, env, "--project", PROJECT, "--location", LOCATION, "--cluster", CLUSTER)
     try:
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -190,6 +186,7 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
     [client_turn] = [s for s in mine if s["name"] == "harness_run.turn" and s["parent_id"] is None]
     trace_id = client_turn["context"]["trace_id"].removeprefix("0x")
     root = client_turn["context"]["span_id"].removeprefix("0x")
+    exported, chain, parent = [], [], None
     for _ in range(300):  # until the worker's batch processor has exported the turn's spans
         exported = list(traced.collector.spans)
         chain, parent = _chain(exported, trace_id)
@@ -206,6 +203,12 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         ("team-server", "harness_run.server POST /v1/sessions/{session_id}/turns"),
     ], chain
     assert CANARY not in json.dumps(exported) + json.dumps(mine)
+
+
+def _serve(store_url: str, env: dict[str, str], *flags: str) -> subprocess.Popen[str]:
+    """``harness-run serve`` over ``store_url`` on a free port of 127.0.0.1, in its own process."""
+    args = [sys.executable, "-m", "harness_run", "serve", "--store", store_url, "--port", "0", *flags]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _chain(spans: list[dict[str, Any]], trace_id: str) -> tuple[list[tuple[str, str]], str | None]:

@@ -88,7 +88,9 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     repo = f"{registry}/hr-test-server-{uuid.uuid4().hex[:8]}"  # a fresh repository: the first deploy builds
     history = open_store(gcs_store_url)  # a sandbox engine deployed there: the service is told its cluster
     history.put_engine(
-        EngineRecord(name="team-sbx", version="c" * 64, spec=_spec().to_dict(), runtime="sandbox", created_at=1.0)
+        EngineRecord(
+            name="team-sbx", version="c" * 64, spec=_spec().to_dict(), runtime="sandbox", created_at=1.0
+        )
     )
     history.close()
 

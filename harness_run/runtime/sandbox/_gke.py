@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import os
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 from harness_run.errors import InfrastructureError, UsageError
 
@@ -34,10 +34,14 @@ def gke_api_client(project: str, location: str, name: str, *, credentials: Any =
         from google.auth.transport.requests import AuthorizedSession, Request
         from kubernetes import client
     except ImportError as exc:
-        raise UsageError(f"reaching a GKE cluster needs the sandbox extra ({exc}): pip install 'harness-run[sandbox]'") from None
-    if credentials is None:
+        raise UsageError(
+            f"reaching a GKE cluster needs the sandbox extra ({exc}): pip install 'harness-run[sandbox]'"
+        ) from None
+    creds: Any = credentials
+    if creds is None:
         try:
-            credentials, _ = google.auth.default(scopes=_SCOPES)  # pyright: ignore[reportUnknownMemberType]
+            found = google.auth.default(scopes=_SCOPES)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            creds = cast("Any", found[0])
         except auth_exceptions.DefaultCredentialsError:
             raise UsageError(
                 f"no kubeconfig and no Google credentials to look up GKE cluster {name!r}: run `gcloud "
@@ -47,7 +51,7 @@ def gke_api_client(project: str, location: str, name: str, *, credentials: Any =
     base = (os.environ.get(ENV_GKE_ENDPOINT) or "https://container.googleapis.com").rstrip("/")
     url = f"{base}/v1/projects/{project}/locations/{location}/clusters/{name}"
     try:
-        answer = AuthorizedSession(credentials).get(url, timeout=30)
+        answer = AuthorizedSession(creds).get(url, timeout=30)
     except (OSError, auth_exceptions.GoogleAuthError) as exc:
         raise InfrastructureError(
             f"cannot look up GKE cluster {name!r} at {base} ({type(exc).__name__}); check the network "
@@ -67,11 +71,14 @@ def gke_api_client(project: str, location: str, name: str, *, credentials: Any =
             f"the GKE API answered {answer.status_code} for cluster {name!r}; try again",
             retryable=answer.status_code == 429 or answer.status_code >= 500,
         )
-    data: dict[str, Any] = answer.json()
+    data: Any = answer.json()
     endpoint = str(data.get("endpoint") or "")
-    ca = str((data.get("masterAuth") or {}).get("clusterCaCertificate") or "")
+    auth: Any = data.get("masterAuth") or {}
+    ca = str(auth.get("clusterCaCertificate") or "")
     if not endpoint or not ca:
-        raise InfrastructureError(f"GKE cluster {name!r} has no endpoint or CA certificate yet (still provisioning?)")
+        raise InfrastructureError(
+            f"GKE cluster {name!r} has no endpoint or CA certificate yet (still provisioning?)"
+        )
     with tempfile.NamedTemporaryFile("wb", prefix="gke-ca-", suffix=".pem", delete=False) as file:
         file.write(base64.b64decode(ca))
     config: Any = client.Configuration()
@@ -81,9 +88,9 @@ def gke_api_client(project: str, location: str, name: str, *, credentials: Any =
     config.api_key = {"authorization": ""}
 
     def refresh(configuration: Any) -> None:
-        if not credentials.valid or not credentials.token:
-            credentials.refresh(Request())
-        configuration.api_key["authorization"] = credentials.token
+        if not creds.valid or not creds.token:
+            creds.refresh(Request())
+        configuration.api_key["authorization"] = creds.token
 
     config.refresh_api_key_hook = refresh
     return client.ApiClient(config)
