@@ -7,8 +7,9 @@ OTLP/HTTP (configured by ``OTEL_*`` in ``PodOptions.env``) to a collector on 127
   harness and the tool call share one trace id.
 - Through the team server: a real ``harness-run serve`` process serves the sandbox engine from the
   store (``--project/--location/--cluster`` and ``KUBECONFIG``); ``harness_run.connect`` runs a
-  turn, streams it, a second client re-attaches mid-turn; client → server → worker → harness → tool
-  spans share one trace id across three processes.
+  turn, streams it, a second client re-attaches mid-turn, reads history, runs a command and a
+  second turn is interrupted; client → server → worker → harness → tool spans share one trace id
+  across three processes.
 
 No secret in any span (canary).
 """
@@ -158,7 +159,7 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         engine = harness_run.connect(base, api_key=key, engine="sbx-otel")
         assert engine.runtime == "server" and engine.spec.name == "sbx-otel"
         session = engine.start_session()
-        run = session.run("print the token slowly", secrets=secrets)
+        run = session.run("echo the token after a pause", secrets=secrets)
         async for event in run:  # streamed over SSE as the worker in the sandbox makes them
             if isinstance(event, ToolUseEvent):
                 break
@@ -171,9 +172,16 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         assert not result.is_error and result.text == "done", result
         assert isinstance(followed[-1], ResultEvent) and followed[-1].result.text == "done"
         assert [e.type for e in run.events] == [e.type for e in followed if e.type != "delta"]
-        assert [t.prompt for t in again.history()] == ["print the token slowly"]
+        assert [t.prompt for t in again.history()] == ["echo the token after a pause"]
         made = await again.exec("echo $((6*7))")  # on the session's sandbox, through the server
         assert (made.exit_code, made.stdout) == (0, "42\n")
+        long = session.send("take your time", secrets=secrets)
+        async for event in long:  # until its `sleep 6` runs in the sandbox
+            if isinstance(event, ToolUseEvent):
+                break
+        await session.interrupt()
+        assert (await long).stop_reason == "interrupted"
+        assert [t.prompt for t in again.history()][-1] == "take your time"
         await other.aclose()
         await engine.aclose()
     finally:
@@ -183,7 +191,8 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
     assert "not serving" not in err and CANARY not in err
 
     mine = otel.spans()
-    [client_turn] = [s for s in mine if s["name"] == "harness_run.turn" and s["parent_id"] is None]
+    roots = [s for s in mine if s["name"] == "harness_run.turn" and s["parent_id"] is None]
+    client_turn = min(roots, key=lambda s: s["start_time"])  # the first turn (the second was interrupted)
     trace_id = client_turn["context"]["trace_id"].removeprefix("0x")
     root = client_turn["context"]["span_id"].removeprefix("0x")
     exported, chain, parent = [], [], None
