@@ -22,6 +22,7 @@ def register(sub: Any) -> None:
     serve.add_argument(
         "--spec", action="append", default=[], metavar="FILE", help="also serve this spec (repeatable)"
     )
+    _register_cluster(serve)
     serve.set_defaults(func=_serve)
     commands = serve.add_subparsers(dest="serve_command", metavar="keys|deploy")
     keys = commands.add_parser("keys", help="create, list or revoke API keys")
@@ -35,6 +36,58 @@ def register(sub: Any) -> None:
     for parser in (create, listing, revoke):
         parser.add_argument("--store", default=None, help=_STORE_HELP)
         parser.set_defaults(func=_keys)
+
+
+def _register_cluster(parser: Any) -> None:
+    """The flags naming the cluster of sandbox engines (``serve`` and ``serve deploy``)."""
+    group = parser.add_argument_group(
+        "sandbox engines",
+        "serve the store's sandbox engines (harness_run.sandbox.deploy) on this cluster; the kubeconfig "
+        "comes from $KUBECONFIG (else ~/.kube/config, or the pod's own cluster inside one)",
+    )
+    group.add_argument(
+        "--project", default=None, help="GCP project of the cluster (default $GOOGLE_CLOUD_PROJECT)"
+    )
+    group.add_argument(
+        "--location",
+        default=None,
+        help="region of the cluster, e.g. us-central1 (default $HARNESS_RUN_LOCATION)",
+    )
+    which = group.add_mutually_exclusive_group()
+    which.add_argument(
+        "--cluster",
+        default=None,
+        metavar="NAME",
+        help="the GKE cluster's name (default $HARNESS_RUN_CLUSTER, else the current kubeconfig context)",
+    )
+    which.add_argument(
+        "--context", default=None, help="a kubeconfig context, checked against --project/--location"
+    )
+    group.add_argument(
+        "--namespace",
+        default=None,
+        help="namespace the engines are deployed in (default $HARNESS_RUN_NAMESPACE or default)",
+    )
+    group.add_argument(
+        "--router-url",
+        default=None,
+        metavar="URL",
+        help="reach the sandboxes through this sandbox router (default $HARNESS_RUN_ROUTER_URL; needed "
+        "outside the cluster's network)",
+    )
+
+
+def _sandbox_access(args: argparse.Namespace) -> Any:
+    from harness_run.server import SandboxAccess
+
+    return SandboxAccess.from_env(
+        project=args.project,
+        location=args.location,
+        cluster=args.cluster,
+        context=args.context,
+        namespace=args.namespace,
+        router_url=args.router_url,
+    )
 
 
 def _register_deploy(commands: Any) -> None:
@@ -83,12 +136,25 @@ def _register_deploy(commands: Any) -> None:
         "--ca-file", action="append", default=[], metavar="PEM", help="extra CA trusted in the build"
     )
     deploy.add_argument("--build-network", default=None, help="Docker network mode of the build (e.g. host)")
+    group = deploy.add_argument_group(
+        "sandbox engines", "the cluster the store's sandbox engines claim on (told to the service)"
+    )
+    group.add_argument("--location", default=None, help="region of the cluster (default --region)")
+    group.add_argument(
+        "--cluster", default=None, metavar="NAME", help="the GKE cluster's name (default harness-run)"
+    )
+    group.add_argument(
+        "--namespace", default=None, help="namespace the engines are deployed in (default default)"
+    )
+    group.add_argument(
+        "--router-url", default=None, metavar="URL", help="reach the sandboxes through this sandbox router"
+    )
     deploy.set_defaults(func=_deploy)
 
 
 def _deploy(args: argparse.Namespace) -> int:
     from harness_run.compiler import DEFAULT_BASE_IMAGE, ImageOptions
-    from harness_run.server import deploy_server
+    from harness_run.server import SandboxAccess, deploy_server
     from harness_run.spec import AgentSpec
 
     image = ImageOptions(
@@ -109,6 +175,12 @@ def _deploy(args: argparse.Namespace) -> int:
         min_instances=args.min_instances,
         max_instances=args.max_instances,
         public=not args.private,
+        sandbox=SandboxAccess(
+            location=args.location,
+            cluster=args.cluster,
+            namespace=args.namespace or "default",
+            router_url=args.router_url,
+        ),
     )
     print(f"harness-run server {done.action}: {done.url}", flush=True)
     return 0
@@ -128,7 +200,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     telemetry.configure_from_env("harness-run-server")  # only with the otel extra and OTEL_* set
     try:
-        asyncio.run(serve(args.store, specs=specs, host=args.host, port=args.port, ready=ready))
+        sandbox = _sandbox_access(args)
+        asyncio.run(
+            serve(args.store, specs=specs, host=args.host, port=args.port, ready=ready, sandbox=sandbox)
+        )
     finally:
         telemetry.shutdown()
     return 0

@@ -17,6 +17,7 @@ from harness_run.server._keys import (
     revoke_key,
 )
 from harness_run.server._openapi import openapi_document
+from harness_run.server._sandbox import SandboxAccess
 from harness_run.server._serve import open_server_store, serve
 from harness_run.server._state import ServerState
 
@@ -24,6 +25,7 @@ __all__ = [
     "ROUTES",
     "CachedKeys",
     "KeyStore",
+    "SandboxAccess",
     "ServerDeployment",
     "ServerState",
     "ServiceSettings",

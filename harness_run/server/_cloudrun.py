@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from harness_run.errors import InfrastructureError, UsageError
@@ -46,7 +46,9 @@ class ServiceSettings:
     request has been answered, and sessions live in the instance's workspace between turns), a
     one-hour request timeout (SSE streams) and session affinity. ``public``: the service takes
     requests from anyone (``invoker_iam_disabled``) and the server's own API keys guard every route
-    but ``/healthz``; ``False`` keeps Cloud Run's IAM invoker check in front as well.
+    but ``/healthz``; ``False`` keeps Cloud Run's IAM invoker check in front as well. ``env``: more
+    (non-secret) settings of ``harness-run serve`` as environment variables, e.g. the cluster of the
+    sandbox engines (:meth:`~harness_run.server.SandboxAccess.env`).
     """
 
     project: str
@@ -62,6 +64,7 @@ class ServiceSettings:
     timeout_seconds: int = 3600
     public: bool = True
     port: int = 8080
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
 
     def __post_init__(self) -> None:
         if not _SERVICE_NAME.fullmatch(self.service):
@@ -108,7 +111,10 @@ def service_body(settings: ServiceSettings) -> Any:
         name="server",
         image=s.image,
         ports=[run_v2.ContainerPort(name="http1", container_port=s.port)],
-        env=[run_v2.EnvVar(name="HARNESS_RUN_STORE", value=s.store)],
+        env=[
+            run_v2.EnvVar(name=name, value=value)
+            for name, value in [("HARNESS_RUN_STORE", s.store), *sorted(s.env.items())]
+        ],
         resources=run_v2.ResourceRequirements(
             limits={"cpu": s.cpu, "memory": s.memory}, cpu_idle=False, startup_cpu_boost=True
         ),

@@ -13,12 +13,15 @@ from harness_run.compiler import ImageOptions, compile_server
 from harness_run.errors import UsageError
 from harness_run.runtime.sandbox import Progress, default_registry, publish_image
 from harness_run.server._cloudrun import Action, ServiceSettings, apply_service, run_client
+from harness_run.server._sandbox import SandboxAccess
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, open_store
 from harness_run.vocab.gcp import server_account_email
 
 __all__ = ["ServerDeployment", "default_service_account", "deploy_server"]
 
+DEFAULT_CLUSTER = "harness-run"
+"""The GKE cluster ``harness-run-gcp-setup`` creates (its ``--cluster`` default)."""
 _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]")
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 
@@ -61,15 +64,41 @@ def _check(project: str, region: str, store: str | None) -> str:
     return url
 
 
-def _served(history: HistoryStore, specs: Sequence[AgentSpec]) -> tuple[list[str], set[str]]:
-    """The engine names the server will serve, and the harnesses they need."""
+def _served(history: HistoryStore, specs: Sequence[AgentSpec]) -> tuple[list[str], set[str], list[str]]:
+    """The engine names the server will serve, the harnesses they need (sandbox engines run theirs
+    in their sandboxes), and which of the names are sandbox engines."""
     names = {spec.name for spec in specs}
     harnesses = {h for spec in specs for h in spec.harnesses}
+    sandboxed: list[str] = []
     for record in history.list_engines():
-        if record.runtime == "local" and record.name not in {s.name for s in specs}:
+        if record.name in {s.name for s in specs}:
+            continue
+        if record.runtime == "local":
             names.add(record.name)
             harnesses.update(AgentSpec.from_dict(record.spec).harnesses)
-    return sorted(names), harnesses
+        elif record.runtime == "sandbox":
+            names.add(record.name)
+            sandboxed.append(record.name)
+    return sorted(names), harnesses, sorted(sandboxed)
+
+
+def _sandbox_access(project: str, region: str, given: SandboxAccess | None) -> SandboxAccess:
+    """The sandbox engines' cluster as the service is told it: a GKE cluster by name (a Cloud Run
+    instance has no kubeconfig to name a context in)."""
+    access = given if given is not None else SandboxAccess()
+    if access.context or access.api_client is not None:
+        raise UsageError(
+            "serve deploy names the sandbox engines' cluster by its GKE name (--cluster NAME): the Cloud "
+            "Run service has no kubeconfig, so a context or a client cannot be passed on"
+        )
+    access = dataclasses.replace(
+        access,
+        project=access.project or project,
+        location=access.location or region,
+        cluster=access.cluster or DEFAULT_CLUSTER,
+    )
+    access.check()
+    return access
 
 
 def deploy_server(
@@ -85,6 +114,7 @@ def deploy_server(
     min_instances: int = 1,
     max_instances: int = 1,
     public: bool = True,
+    sandbox: SandboxAccess | None = None,
     docker_client: Any = None,
     client: Any = None,
     progress: bool = True,
@@ -100,8 +130,14 @@ def deploy_server(
     engines recorded there (local runtime) and ``specs`` are served. With the image and settings
     unchanged no update is sent. ``client`` is a ``run_v2.ServicesClient`` (default
     :func:`~harness_run.server._cloudrun.run_client`).
+
+    When the store records sandbox engines, the service is told their cluster (``sandbox``:
+    :class:`SandboxAccess`; default project ``project``, location ``region``, GKE cluster
+    ``harness-run``, what ``harness-run-gcp-setup`` creates) through its environment; with no
+    kubeconfig there, the server looks the cluster up through the GKE API as its service account.
     """
     store_url = _check(project, region, store)
+    sandbox = _sandbox_access(project, region, sandbox)
     show = Progress(progress)
     settings = ServiceSettings(  # checked before anything is built
         project=project,
@@ -116,17 +152,21 @@ def deploy_server(
     )
     history = open_store(store_url)
     try:
-        engines, needed = _served(history, specs)
+        engines, needed, sandboxed = _served(history, specs)
         keys = getattr(history, "list_api_keys", None)
         has_keys = bool(keys()) if keys is not None else False
     finally:
         history.close()
     if not engines:
         raise UsageError(
-            f"nothing to serve: {store_url} records no local engine; pass --spec FILE (baked into the "
-            "image), or run an engine against that store first"
+            f"nothing to serve: {store_url} records no local or sandbox engine; pass --spec FILE (baked "
+            "into the image), or run an engine against that store first"
         )
     show.step("engines", f"{', '.join(engines)} from {store_url}")
+    if sandboxed:
+        where = f"project {sandbox.project}, location {sandbox.location}, cluster {sandbox.cluster}"
+        show.step("cluster", f"sandbox engines {', '.join(sandboxed)} claim on {where}")
+        settings = dataclasses.replace(settings, env=sandbox.env())
     if not has_keys:
         show.step(
             "api keys",

@@ -16,6 +16,7 @@ from harness_run.errors import UsageError
 from harness_run.runtime.local import default_workdir
 from harness_run.server._app import make_app
 from harness_run.server._keys import CachedKeys, key_store
+from harness_run.server._sandbox import SandboxAccess
 from harness_run.server._state import ServerState
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, SqliteStore, open_store
@@ -47,19 +48,27 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8080,
     ready: Callable[[int], None] | None = None,
+    sandbox: SandboxAccess | None = None,
 ) -> None:
     """Serve the engines of ``store`` (plus ``specs``) on ``host:port`` until SIGTERM/SIGINT; then stop
-    the running turns (their results are stored) and return. ``ready(port)`` is called once listening."""
+    the running turns (their results are stored) and return. ``ready(port)`` is called once listening.
+    ``sandbox``: the cluster of the store's sandbox engines (default: none, they are skipped)."""
     started = time.monotonic()
     history, workdir = await asyncio.to_thread(open_server_store, store)
     keys = key_store(history)
     if not isinstance(history, SqliteStore):  # a bucket read per request is too slow: cache briefly
         keys = CachedKeys(keys, KEY_CACHE_SECONDS)
-    state = ServerState(history, workdir, list(specs))
+    try:
+        state = ServerState(history, workdir, list(specs), sandbox=sandbox)
+    except BaseException:
+        history.close()
+        raise
     if not state.engines:
+        skipped = "".join(f"; {name} is {why}" for name, why in sorted(state.skipped.items()))
+        history.close()
         raise UsageError(
             "no engine to serve: pass --spec FILE, or deploy one into this store first "
-            "(harness-run run SPEC … with the same workdir)"
+            f"(harness-run run SPEC … with the same workdir){skipped}"
         )
     runner = web.AppRunner(make_app(state, keys), handle_signals=False, access_log=None, shutdown_timeout=3.0)
     await runner.setup()

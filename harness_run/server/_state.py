@@ -1,7 +1,9 @@
 """What a server holds: the store, one engine per served name, and turn-start notices for streams.
 
 Engines are the library's own (:class:`~harness_run.runtime.local.LocalEngine` over the server's
-store), so a turn through the server is the same code as a turn in process. A session is looked up
+store, the container runtime's, :class:`~harness_run.runtime.sandbox.SandboxEngine` on the cluster
+of :class:`~harness_run.server._sandbox.SandboxAccess`), so a turn through the server is the same
+code as a turn in process. A session is looked up
 in the store, so sessions made by another process, or before a restart, are served too.
 """
 
@@ -19,6 +21,7 @@ from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, DeltaEvent, ResultEvent
 from harness_run.runtime import Engine, Run, Session
 from harness_run.runtime.local import LocalEngine
+from harness_run.server._sandbox import FLAGS, SandboxAccess
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore
 from harness_run.vocab import telemetry
@@ -34,14 +37,28 @@ POLL = 1.0
 class ServerState:
     """The engines served from ``store``: every local engine recorded there, every container engine
     (``local.deploy(isolation="container")``) when ``store`` is a workdir's SQLite store and a Docker
-    engine answers (``docker_client``, default ``DOCKER_HOST``), plus ``specs``."""
+    engine answers (``docker_client``, default ``DOCKER_HOST``), every sandbox engine
+    (``sandbox.deploy``) when ``sandbox`` names the project and location of their cluster, plus
+    ``specs``. A cluster that ``sandbox`` names but the kubeconfig cannot reach raises
+    :class:`UsageError`."""
 
     def __init__(
-        self, store: HistoryStore, workdir: Path, specs: list[AgentSpec], *, docker_client: Any = None
+        self,
+        store: HistoryStore,
+        workdir: Path,
+        specs: list[AgentSpec],
+        *,
+        docker_client: Any = None,
+        sandbox: SandboxAccess | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
         self._docker = docker_client
+        self._sandbox = sandbox if sandbox is not None else SandboxAccess()
+        self._sandbox.check()
+        self._kube: Any = None
+        self.skipped: dict[str, str] = {}
+        """Engines recorded in the store but not served, and why (start-up log, the no-engine error)."""
         chosen = {record.name: record for record in store.list_engines()}  # the newest of each name
         given = {spec.name: spec for spec in specs}
         self.engines: dict[str, Engine] = {}
@@ -72,8 +89,24 @@ class ServerState:
                 log.warning("not serving container engine %s: %s", record.name, exc)
                 return None
             return engine_for(record, share_store(self.store.root), client)
+        if record.runtime == "sandbox":
+            return self._sandbox_engine(record)
         log.info("not serving engine %s (runtime %s) yet", record.name, record.runtime)
         return None
+
+    def _sandbox_engine(self, record: EngineRecord) -> Engine | None:
+        from harness_run.runtime.sandbox import ClaimOptions, SandboxEngine
+
+        access = self._sandbox
+        if not access.given:
+            self.skipped[record.name] = f"a sandbox engine: pass {FLAGS} to serve it"
+            log.warning("not serving sandbox engine %s: pass %s to serve it", record.name, FLAGS)
+            return None
+        if self._kube is None:
+            self._kube = access.kube()
+            log.info("sandbox engines claim on %s (namespace %s)", self._kube.server, self._kube.namespace)
+        claims = ClaimOptions(router_url=access.router_url)
+        return SandboxEngine(record, store=self.store, kube=self._kube, options=claims)
 
     def engine(self, name: str | None) -> Engine:
         """The engine served as ``name`` (None: the only one), else SessionNotFoundError (404)."""

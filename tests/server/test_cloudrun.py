@@ -172,7 +172,9 @@ def test_bad_input_is_refused_before_anything_is_built_or_sent(
 
 
 def test_an_empty_store_has_nothing_to_serve(api: CloudRunStandIn, gcs_store_url: str) -> None:
-    with pytest.raises(UsageError, match=r"nothing to serve: .* records no local engine; pass --spec FILE"):
+    with pytest.raises(
+        UsageError, match=r"nothing to serve: .* records no local or sandbox engine; pass --spec FILE"
+    ):
         deploy_server(
             project="test-project",
             region="us-central1",

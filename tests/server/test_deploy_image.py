@@ -27,6 +27,7 @@ from testkit.cloudrun import CloudRunStandIn
 
 import harness_run
 from harness_run import AgentSpec
+from harness_run.store import EngineRecord, open_store
 from harness_run.testing import ScriptedModel, text
 from harness_run.vocab.net import free_port
 
@@ -35,6 +36,10 @@ from ._helpers import MODEL, cli
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 CANARY = "canary-deploy-3b9f0c7e21"
+
+
+def _spec() -> AgentSpec:
+    return AgentSpec(name="team-sbx", harness="claude-code", model=MODEL)
 
 
 @pytest.fixture
@@ -51,7 +56,7 @@ def _deploy(
         sys.executable, "-m", "harness_run", "serve", "deploy",
         "--project", "test-project", "--region", "us-central1", "--service", "team",
         "--store", store, "--registry", registry, "--spec", str(spec),
-        "--base-image", base_image, "--build-network", "host",
+        "--base-image", base_image, "--build-network", "host", "--cluster", "agents",
         *(["--ca-file", ca] if ca and Path(ca).is_file() else []),
     ]  # fmt: skip
     env = {**os.environ, "HARNESS_RUN_CLOUD_RUN_ENDPOINT": api.url, "ANTHROPIC_API_KEY": CANARY}
@@ -81,6 +86,13 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(AgentSpec(name="team-agent", harness="claude-code", model=MODEL).to_yaml())
     repo = f"{registry}/hr-test-server-{uuid.uuid4().hex[:8]}"  # a fresh repository: the first deploy builds
+    history = open_store(gcs_store_url)  # a sandbox engine deployed there: the service is told its cluster
+    history.put_engine(
+        EngineRecord(
+            name="team-sbx", version="c" * 64, spec=_spec().to_dict(), runtime="sandbox", created_at=1.0
+        )
+    )
+    history.close()
 
     first = _deploy(api, gcs_store_url, repo, base_image, spec_file)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -96,7 +108,15 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     assert image.startswith(f"{repo}/harness-run-server:")
     docker_client.api.inspect_distribution(image)  # it is in the registry
     env = create.body["template"]["containers"][0]["env"]
-    assert env == [{"name": "HARNESS_RUN_STORE", "value": gcs_store_url}]
+    assert env == [
+        {"name": "HARNESS_RUN_STORE", "value": gcs_store_url},
+        {"name": "GOOGLE_CLOUD_PROJECT", "value": "test-project"},
+        {"name": "HARNESS_RUN_CLUSTER", "value": "agents"},
+        {"name": "HARNESS_RUN_LOCATION", "value": "us-central1"},
+    ]
+    assert "sandbox engines team-sbx claim on project test-project, location us-central1, cluster agents" in (
+        first.stderr
+    )
 
     again = _deploy(api, gcs_store_url, repo, base_image, spec_file)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -7,6 +7,7 @@ imported only when an engine is deployed or looked up. Users call the facade :mo
 """
 
 from harness_run.compiler import ImageOptions, PodOptions
+from harness_run.runtime.sandbox._cluster import connect as connect_cluster
 from harness_run.runtime.sandbox._deploy import (
     default_registry,
     delete_version,
@@ -15,6 +16,8 @@ from harness_run.runtime.sandbox._deploy import (
     publish_image,
 )
 from harness_run.runtime.sandbox._engine import SandboxEngine
+from harness_run.runtime.sandbox._gke import gke_api_client
+from harness_run.runtime.sandbox._kube import Kube
 from harness_run.runtime.sandbox._options import ClaimOptions, ClusterTarget
 from harness_run.runtime.sandbox._progress import Progress
 
@@ -22,12 +25,15 @@ __all__ = [
     "ClaimOptions",
     "ClusterTarget",
     "ImageOptions",
+    "Kube",
     "PodOptions",
     "Progress",
     "SandboxEngine",
+    "connect_cluster",
     "default_registry",
     "delete_version",
     "deploy",
     "get_engine",
+    "gke_api_client",
     "publish_image",
 ]
