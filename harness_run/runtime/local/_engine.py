@@ -371,7 +371,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             binary=self.binaries.get(spec.harness),
         )
         await self._restore_native(record, driver, ctx)
-        return ctx
+        # a transcript from a turn whose owner died unrecorded (a worker killed in turn 1): go on from it
+        return ctx if ctx.resume or not driver.native_files(ctx) else replace(ctx, resume=True)
 
     async def _finish(
         self,
