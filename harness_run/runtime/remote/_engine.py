@@ -20,7 +20,14 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.compiler import SHORT_DIGEST_LEN
-from harness_run.errors import HarnessRunError, InfrastructureError, RunError, UsageError, redact
+from harness_run.errors import (
+    HarnessRunError,
+    InfrastructureError,
+    RunError,
+    SessionBusyError,
+    UsageError,
+    redact,
+)
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
 from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
@@ -179,12 +186,16 @@ class WorkerEngine(EngineBase):
 
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
         # Reserve synchronously, so a second client's send() raises SessionBusyError at once; a turn
-        # whose worker is gone is finished first.
-        finished = self._finish_dead_turn(session.session_id)
-        if finished is not None and finished.turns == run.turn:
+        # held by a worker that is gone is finished, and the next one reserved.
+        try:
+            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
+        except SessionBusyError:
+            finished = self._finish_dead_turn(session.session_id)
+            if finished is None or finished.turns != run.turn:
+                raise
             session.refresh(finished)
             run.turn = finished.turns + 1  # nothing of this run has been emitted yet
-        self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
+            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
         return self._turn(session, run, plan)
 
     def _finish_dead_turn(self, session_id: str, *, gone: bool = False) -> SessionRecord | None:
