@@ -51,6 +51,7 @@ _ORPHAN_CHECK = 2.0
 _TOKEN_PROPAGATION = 90.0
 _SANDBOX_POLL = 1.0
 _GRACE = 2.0
+_LEASE_RENEWAL = 2.0
 
 
 class WorkerEngine(EngineBase):
@@ -198,6 +199,12 @@ class WorkerEngine(EngineBase):
             self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
         return self._turn(session, run, plan)
 
+    async def _renew_lease(self, session_id: str, turn: int) -> None:
+        while True:
+            await asyncio.sleep(_LEASE_RENEWAL)
+            with contextlib.suppress(HarnessRunError):  # a store hiccup: the next period retries
+                await asyncio.to_thread(self.store.renew_turn, session_id, turn, self.claims.holder)
+
     def _finish_dead_turn(self, session_id: str, *, gone: bool = False) -> SessionRecord | None:
         """Store the session's next turn as interrupted when its worker is gone (``gone``: known to
         the caller; else its lease expired — the worker renews it while the turn runs, also after
@@ -229,6 +236,9 @@ class WorkerEngine(EngineBase):
             self._on_close[sid] = (dict(plan.secrets), plan.config.to_dict() if plan.config else None)
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
+        # until the worker has the turn (and renews its lease), this client renews it: a slow claim
+        # must not look like a dead turn to another process
+        renewing = asyncio.ensure_future(self._renew_lease(sid, run.turn))
         try:
             with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
                 claim = await self.claims.acquire(sid)
@@ -245,6 +255,7 @@ class WorkerEngine(EngineBase):
             )
             client = claim.client
             await _start(client, request)
+            renewing.cancel()
 
             async def interrupt() -> None:
                 with contextlib.suppress(HarnessRunError):
@@ -266,6 +277,7 @@ class WorkerEngine(EngineBase):
                 claim.broken = True
             return await self._fail(session, run, plan, claim, exc, values, started)
         finally:
+            renewing.cancel()
             if claim is not None:
                 self.claims.done_with(claim)
         if run.result is None:  # the stream ended without a result
