@@ -90,7 +90,14 @@ def test_warm_pool_benchmark_prints_latencies(docker_client: object, base_image:
 
 def test_redaction_benchmark_prints_timings() -> None:
     out = _run("redaction.py", "--runs", "20")
-    for label in ("redact_message_us", "redact_tool_use_us", "redact_clean_us", "json_text_message_us"):
+    labels = (
+        "redact_message_us",
+        "redact_tool_use_us",
+        "redact_clean_us",
+        "json_text_message_us",
+        "home_dirty_ms",
+    )
+    for label in labels:
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
 
 

@@ -2,8 +2,10 @@
 
 from harness_run.harness._base import HarnessDriver, LaunchPlan, LineParser, TurnContext
 from harness_run.harness._files import harness_files, mcp_secret_env, mcp_secret_values
+from harness_run.harness._sqlite import SQLITE_MAGIC, scrub_sqlite
 
 __all__ = [
+    "SQLITE_MAGIC",
     "HarnessDriver",
     "LaunchPlan",
     "LineParser",
@@ -12,6 +14,7 @@ __all__ = [
     "harness_files",
     "mcp_secret_env",
     "mcp_secret_values",
+    "scrub_sqlite",
 ]
 
 

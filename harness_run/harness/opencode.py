@@ -32,7 +32,6 @@ output schema: it goes into the instructions and the final text is parsed as JSO
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from harness_run.harness._files import opencode_allowed_tools, opencode_files, o
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
 from harness_run.harness._policy import refuse_policy
+from harness_run.harness._sqlite import scrub_sqlite
 from harness_run.spec import AgentSpec
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL, PROVIDER_VARIABLES
 from harness_run.vocab.pricing import rates, unknown_cost_event
@@ -228,7 +228,7 @@ class OpenCodeDriver:
             return []
         if ctx.spec.checkpoint:
             forms = _secret_forms(ctx)
-            if not _scrub(db, forms):
+            if not scrub_sqlite(db, forms):
                 return []  # never hand over a file the byte-wise redaction would corrupt
         wal = db.with_name("opencode.db-wal")  # -shm is rebuilt by SQLite
         return [db, *([wal] if wal.is_file() and wal.stat().st_size else [])]
@@ -256,39 +256,6 @@ def _secret_forms(ctx: TurnContext) -> list[str]:
     ]
     forms = {f for v in values for f in (v, json.dumps(v)[1:-1]) if len(f) >= 4}
     return sorted(forms, key=len, reverse=True)
-
-
-def _scrub(db: Path, forms: list[str]) -> bool:
-    """Replace ``forms`` by ``***`` in every text column (also where a value spans pages), fold the
-    WAL in, drop freed pages; True when the file is then free of them."""
-    try:
-        conn = sqlite3.connect(db, timeout=10, isolation_level=None)
-        try:
-            tables = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-            )
-            columns = [
-                (t, c[1])
-                for (t,) in tables.fetchall()
-                for c in conn.execute(f'PRAGMA table_info("{t}")')
-                if "TEXT" in str(c[2]).upper()
-            ]
-            conn.execute("BEGIN")
-            for (table, column), form in [(tc, f) for tc in columns for f in forms]:
-                sql = (
-                    f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) WHERE instr("{column}", ?)'
-                )
-                conn.execute(sql, (form, "***", form))
-            conn.execute("COMMIT")
-            if conn.total_changes:
-                conn.execute("VACUUM")  # freed pages would still hold the old values
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
-        data = db.read_bytes()
-    except (sqlite3.Error, OSError):
-        return False
-    return not any(f.encode() in data for f in forms)
 
 
 def _tokens(part: dict[str, Any]) -> Usage:

@@ -26,8 +26,19 @@ class Run:
     - ``run.done`` / ``run.status`` / ``run.result`` poll without blocking.
     """
 
-    def __init__(self, session_id: str, turn: int, prompt: str, message_id: str | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        turn: int,
+        prompt: str,
+        message_id: str | None = None,
+        *,
+        followed: bool = False,
+    ) -> None:
         self.session_id = session_id
+        self.followed = followed
+        """A turn another process started, followed here from the store: it cannot be steered from
+        this process (a message sent meanwhile is refused, not dropped)."""
         self.turn = turn
         self.prompt = prompt
         self.message_id = message_id or uuid.uuid4().hex

@@ -335,6 +335,12 @@ class Session:
         if message_id is not None and message_id in self._messages:
             return self._messages[message_id]  # delivered before (a retry): not again
         if current is not None and not current.done:
+            if current.followed:
+                raise SessionBusyError(
+                    f"session {self.session_id} is running turn {current.turn}, started by another "
+                    "process (its worker goes on without it); `await session.current_run` follows it to "
+                    "its result, then send this as the next turn"
+                )
             if config is not None:
                 raise UsageError("a config cannot be applied to a running turn; send it with the next turn")
             check_prompt(prompt, "message")

@@ -3,6 +3,7 @@ redaction of every form of a secret value, and the allow-listed environment a ha
 
 Every runtime applies this layer the same way (the local engine and the in-image worker)."""
 
+from harness_run.security._files import redact_tree
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
 from harness_run.security._secrets import (
@@ -38,6 +39,7 @@ __all__ = [
     "proxy_enabled",
     "redact_event",
     "redact_text",
+    "redact_tree",
     "resolve_secrets",
     "routed_secret_names",
     "secret_forms",

@@ -21,7 +21,7 @@ import pytest
 from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, Engine, RepoSource, local
-from harness_run.errors import InfrastructureError, UsageError
+from harness_run.errors import InfrastructureError, SessionBusyError, UsageError
 from harness_run.events import ToolResultEvent
 from harness_run.runtime.container import ContainerEngine
 from harness_run.spec import GitOptions
@@ -35,6 +35,7 @@ RULES = [
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
     Rule(match="read the file", reply=Reply.shell("cat out.txt")),
     Rule(match="just answer", reply=Reply.text("plain answer")),
+    Rule(match="take your time", reply=Reply.shell("sleep 60; echo slept")),
     Rule(match="slow A", reply=Reply.shell("echo A-start >> log.txt; sleep 1; echo A-end >> log.txt")),
     Rule(match="slow B", reply=Reply.shell("echo B-start >> log.txt; sleep 1; echo B-end >> log.txt")),
     Rule(match="mark the project", reply=Reply.shell("cat README.md > seen.txt")),
@@ -294,3 +295,67 @@ async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_from_anoth
             }
         finally:
             await eng.aclose()
+
+
+async def test_a_turn_whose_client_and_worker_were_killed_is_interrupted_and_send_goes_on(
+    setup: Setup, engine: Any
+) -> None:
+    """The remote path's dead turns: a client SIGKILLed mid-turn leaves its turn running in the
+    container (followed from the store by a new process, which cannot steer it); once the container
+    is killed too, the turn is stored as interrupted — at once by ``get_session`` when the worker is
+    already gone, or by the follower — and the next ``send()`` works the first time."""
+    sid = engine.start_session().session_id
+
+    async def killed_client(prompt: str) -> None:
+        helper = Path(__file__).with_name("ctr_proc.py")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(helper),
+            str(setup.workdir),
+            sid,
+            setup.model.url,
+            prompt,
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 180)
+        assert line.strip() == b"running"
+        proc.kill()
+        await proc.wait()
+
+    def kill_worker() -> None:
+        running = setup.docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={sid}"})
+        assert running, "the turn's container is not running"
+        for container in running:
+            container.kill()
+
+    # 1. client and worker gone before anyone looks: get_session() finishes the turn at once
+    await killed_client("take your time, then answer (one)")
+    kill_worker()
+    session = engine.get_session(sid)
+    assert session.current_run is None and session.status == "idle"
+    assert session.last_result is not None and session.last_result.stop_reason == "interrupted"
+    assert "worker running this turn ended" in (session.last_result.error or "")
+    first = await session.send("just answer", secrets=model_secrets(setup.model))
+    assert not first.is_error, first.error  # the first time: no "already in use", no busy
+    assert first.text == "plain answer" and first.turn == 2
+
+    # 2. only the client gone: its turn goes on in the container, followed here, not steerable
+    await killed_client("take your time, then answer (three)")
+    session = engine.get_session(sid)
+    followed = session.current_run
+    assert followed is not None and followed.turn == 3 and followed.followed
+    with pytest.raises(SessionBusyError, match="started by another process"):
+        session.send("just answer", secrets=model_secrets(setup.model))
+    kill_worker()  # now the worker dies mid-turn too: the follower stores it as interrupted
+    ended = await asyncio.wait_for(followed.wait(), 60)
+    assert ended.stop_reason == "interrupted", ended.error
+    last = await session.send("just answer", secrets=model_secrets(setup.model))
+    assert not last.is_error, last.error
+    assert [t.result.stop_reason for t in session.history() if t.result] == [
+        "interrupted",
+        "completed",
+        "interrupted",
+        "completed",
+    ]
+    assert "take your time, then answer (one)" in setup.model.main_requests[-1].user_texts  # resumed

@@ -71,6 +71,13 @@ class ContainerPool(HeldClaims):
     async def has_sandbox(self, session_id: str) -> bool:
         return bool(await asyncio.to_thread(self._session_containers, session_id, True))
 
+    def worker_gone_now(self, session_id: str) -> bool:
+        """No running container of the session on this Docker engine (its worker was killed)."""
+        try:
+            return not self._session_containers(session_id, True)
+        except InfrastructureError:
+            return False
+
     async def drop_session(self, session_id: str) -> None:
         for name in await asyncio.to_thread(self._session_containers, session_id, False):
             await asyncio.to_thread(self._remove, name)

@@ -7,6 +7,7 @@ from harness_run.runtime.local._engine import (
     spec_version,
     turn_settings,
 )
+from harness_run.runtime.local._lease import finish_orphan, lease_seconds
 from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
 from harness_run.runtime.local._prune import (
     DEFAULT_WORKSPACE_TTL,
@@ -27,7 +28,9 @@ __all__ = [
     "TurnEnv",
     "Workspaces",
     "default_workdir",
+    "finish_orphan",
     "idle_workspaces",
+    "lease_seconds",
     "parse_age",
     "prune_workspaces",
     "resolve_workdir",

@@ -41,6 +41,7 @@ from harness_run.security import (
     TurnCredentials,
     agent_env,
     redact_event,
+    redact_tree,
     secret_forms,
     secret_values,
 )
@@ -151,9 +152,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         """Seconds a session's workspace must have been idle before a new session on the same
         (remote, branch) takes it over (see ``runtime/local/_pool.py``)."""
         self._keepers: dict[str, LeaseKeeper] = {}
+        """This process's running turns: their lease holder -> the keeper renewing it."""
         self._unstored: dict[tuple[str, int], str] = {}
         """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
-        """This process's running turns: their lease holder -> the keeper renewing it."""
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
@@ -280,10 +281,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         if self._turn_env is not None:
             secrets = {**secrets, **self._turn_env(spec, secrets)}
         values = secret_values(secrets)
-        forms = secret_forms(values)
-
         tools = ToolSpans(telemetry.NOOP)  # one span per tool call, under the harness's span
-        redactor = EventRedactor(forms)  # a secret split across two text deltas is blanked too
+        redactor = EventRedactor(secret_forms(values))  # a secret split across two deltas too
 
         def emit(event: AgentEvent) -> None:
             for redacted in redactor.redact(event):
@@ -372,7 +371,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             binary=self.binaries.get(spec.harness),
         )
         await self._restore_native(record, driver, ctx)
-        return ctx
+        # a transcript from a turn whose owner died unrecorded (a worker killed in turn 1): go on from it
+        return ctx if ctx.resume or not driver.native_files(ctx) else replace(ctx, resume=True)
 
     async def _finish(
         self,
@@ -391,6 +391,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         it, and leaves the session at its previous turn, usable (never stuck ``running``)."""
         spec = plan.spec
         result = self._complete_result(spec, record.session_id, run, result, started)
+        if ctx is not None:  # the harness's own files in the live home: no secret value left
+            await asyncio.to_thread(redact_tree, ctx.home, secret_forms(values))
         native = driver.native_files(ctx) if ctx is not None else []
         snapshot = record.snapshot
         try:
@@ -554,14 +556,10 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         }
         if result.cost_usd is None and result.usage.total_tokens > 0:  # no usage reported: unknown, not 0
             update["cost_usd"] = price(spec.model, result.usage)
-        schema = spec.output_schema
-        if (
-            isinstance(schema, type)
-            and issubclass(schema, BaseModel)
-            and result.structured_output is not None
-        ):
+        schema, output = spec.output_schema, result.structured_output
+        if isinstance(schema, type) and issubclass(schema, BaseModel) and output is not None:
             try:
-                update["structured_output"] = schema.model_validate(result.structured_output)
+                update["structured_output"] = schema.model_validate(output)
             except ValidationError as exc:
                 update.update(
                     is_error=True,

@@ -126,7 +126,13 @@ class LeaseKeeper:
             run.flushed = max(run.flushed, end)
 
 
-def _orphan_result(store: HistoryStore, record: SessionRecord, lease: TurnLease) -> RunResult:
+_ENDED = (
+    "the process running this turn ended before the turn did (killed or crashed); the turn "
+    "was stopped with it — send the next message to go on"
+)
+
+
+def _orphan_result(store: HistoryStore, record: SessionRecord, lease: TurnLease, why: str) -> RunResult:
     """Store the end of a turn whose owner died: its result event and turn record (interrupted)."""
     sid, turn = record.session_id, lease.turn
     done = next((t for t in store.list_turns(sid) if t.turn == turn), None)
@@ -137,10 +143,7 @@ def _orphan_result(store: HistoryStore, record: SessionRecord, lease: TurnLease)
     native = next((e.native_session_id for e in events if isinstance(e, StartedEvent)), None)
     result = RunResult(
         stop_reason="interrupted",
-        error=(
-            "the process running this turn ended before the turn did (killed or crashed); the turn "
-            "was stopped with it — send the next message to go on"
-        ),
+        error=why,
         session_id=sid,
         turn=turn,
         harness=record.harness,
@@ -164,20 +167,25 @@ def finish_orphan(
     ttl: float,
     own: Collection[str],
     native_exists: Callable[[str | None], bool],
+    gone: Callable[[TurnLease], bool] | None = None,
+    why: str = _ENDED,
 ) -> SessionRecord | None:
     """Finish the session's next turn when it is reserved by an owner that is gone (see
-    :func:`owner_gone`; holders in ``own`` are this process's running turns): its result and turn
-    record are stored (``interrupted``) and the session moves past it. ``native_exists(native id)``
-    tells whether the harness's native session is on disk, so the next turn resumes it. Returns the
-    session record after that, or None when there was nothing to finish."""
+    :func:`owner_gone`, or ``gone(lease)`` when given and true; holders in ``own`` are this process's
+    running turns): its result and turn record are stored (``interrupted``, the error ``why``) and
+    the session moves past it. ``native_exists(native id)`` tells whether the harness's native
+    session is on disk, so the next turn resumes it. Returns the session record after that, or None
+    when there was nothing to finish."""
     record = store.get_session(session_id)
     if record is None:
         return None
     turn = record.turns + 1
     lease = store.get_turn_lease(session_id, turn)
-    if lease is None or lease.holder in own or not owner_gone(lease, ttl):
+    if lease is None or lease.holder in own:
         return None
-    result = _orphan_result(store, record, lease)
+    if not owner_gone(lease, ttl) and (gone is None or not gone(lease)):
+        return None
+    result = _orphan_result(store, record, lease, why)
     native_id = result.native_session_id or record.native_session_id
     started = record.native_started or native_exists(native_id)
 

@@ -20,7 +20,14 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness_run.compiler import SHORT_DIGEST_LEN
-from harness_run.errors import HarnessRunError, InfrastructureError, RunError, UsageError, redact
+from harness_run.errors import (
+    HarnessRunError,
+    InfrastructureError,
+    RunError,
+    SessionBusyError,
+    UsageError,
+    redact,
+)
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
 from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
@@ -44,6 +51,7 @@ _ORPHAN_CHECK = 2.0
 _TOKEN_PROPAGATION = 90.0
 _SANDBOX_POLL = 1.0
 _GRACE = 2.0
+_LEASE_RENEWAL = 2.0
 
 
 class WorkerEngine(EngineBase):
@@ -91,6 +99,8 @@ class WorkerEngine(EngineBase):
             return held  # its turn runs (or is followed) here
         hint = "in the history store (check that store= names the store it was deployed with)"
         record = self._stored_session(session_id, hint)
+        if record.status == "running":  # a turn whose worker is gone is finished here, at once
+            record = self._finish_dead_turn(session_id) or record
         session = self._adopt(record)  # a held one is refreshed: another client may have run turns
         if record.status == "running":
             try:
@@ -103,7 +113,7 @@ class WorkerEngine(EngineBase):
             turn = record.turns + 1
             first = self.store.read_events(session_id, turn)
             prompt = next((e.text for e in first if isinstance(e, UserEvent)), "")
-            run = Run(session_id, turn, prompt or "(re-attached)")
+            run = Run(session_id, turn, prompt or "(re-attached)", followed=True)
             session.attach(run, self._follow(session, run))
         return session
 
@@ -176,9 +186,45 @@ class WorkerEngine(EngineBase):
     # --- turns (TurnBackend) ---------------------------------------------------------------------
 
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
-        # Reserve synchronously, so a second client's send() raises SessionBusyError at once.
-        self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
+        # Reserve synchronously, so a second client's send() raises SessionBusyError at once; a turn
+        # held by a worker that is gone is finished, and the next one reserved.
+        try:
+            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
+        except SessionBusyError:
+            finished = self._finish_dead_turn(session.session_id)
+            if finished is None or finished.turns != run.turn:
+                raise
+            session.refresh(finished)
+            run.turn = finished.turns + 1  # nothing of this run has been emitted yet
+            self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
         return self._turn(session, run, plan)
+
+    async def _renew_lease(self, session_id: str, turn: int) -> None:
+        while True:
+            await asyncio.sleep(_LEASE_RENEWAL)
+            with contextlib.suppress(HarnessRunError):  # a store hiccup: the next period retries
+                await asyncio.to_thread(self.store.renew_turn, session_id, turn, self.claims.holder)
+
+    def _finish_dead_turn(self, session_id: str, *, gone: bool = False) -> SessionRecord | None:
+        """Store the session's next turn as interrupted when its worker is gone (``gone``: known to
+        the caller; else its lease expired — the worker renews it while the turn runs, also after
+        the client that started it died — or the provider sees no worker at once); the record
+        after that, or None. A turn reserved by this process is never touched."""
+        from harness_run.runtime.local import finish_orphan, lease_seconds
+
+        return finish_orphan(
+            self.store,
+            session_id,
+            ttl=lease_seconds(),
+            own={self.claims.holder},
+            native_exists=lambda _native_id: False,  # the worker finds the transcript itself
+            gone=lambda _lease: gone or self.claims.worker_gone_now(session_id),
+            why=(
+                "the worker running this turn ended before the turn did (its sandbox or container was "
+                "killed, or it crashed); the turn was stopped with it — send the next message to go "
+                "on from the last snapshot"
+            ),
+        )
 
     async def _turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
         values = secret_forms(secret_values(plan.secrets))  # the values and their encoded forms
@@ -190,6 +236,9 @@ class WorkerEngine(EngineBase):
             self._on_close[sid] = (dict(plan.secrets), plan.config.to_dict() if plan.config else None)
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
+        # until the worker has the turn (and renews its lease), this client renews it: a slow claim
+        # must not look like a dead turn to another process
+        renewing = asyncio.ensure_future(self._renew_lease(sid, run.turn))
         try:
             with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
                 claim = await self.claims.acquire(sid)
@@ -206,6 +255,7 @@ class WorkerEngine(EngineBase):
             )
             client = claim.client
             await _start(client, request)
+            renewing.cancel()
 
             async def interrupt() -> None:
                 with contextlib.suppress(HarnessRunError):
@@ -227,6 +277,7 @@ class WorkerEngine(EngineBase):
                 claim.broken = True
             return await self._fail(session, run, plan, claim, exc, values, started)
         finally:
+            renewing.cancel()
             if claim is not None:
                 self.claims.done_with(claim)
         if run.result is None:  # the stream ended without a result
@@ -427,6 +478,11 @@ class WorkerEngine(EngineBase):
                     continue  # finished meanwhile: the next read gets the result
                 alive = await self.claims.has_sandbox(sid)
                 never_started = after < 0 and now - began > self.claims.claim_timeout + 30
+                if not alive and not never_started:  # the worker died mid-turn: interrupted
+                    finished = await asyncio.to_thread(self._finish_dead_turn, sid, gone=True)
+                    if finished is not None:
+                        await self._drop_claims(sid)
+                        continue  # the next read gets the stored result
                 if not alive or never_started:
                     await self._drop_claims(sid)
                     reason = "its sandbox is gone" if not alive else "its worker never started it"

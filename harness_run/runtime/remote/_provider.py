@@ -85,6 +85,12 @@ class SandboxProvider(Protocol):
         """Release the session's sandboxes left by a process that is gone (not ones held here)."""
         ...
 
+    def worker_gone_now(self, session_id: str) -> bool:
+        """True when it is known at once, without a cluster round trip that needs credentials, that
+        no worker of the session runs (blocking; False when it cannot tell: the turn's lease
+        decides then)."""
+        ...
+
     def forget_now(self, session_id: str) -> None:
         """Remove every sandbox of the session, blocking: the one held here and any left by other
         processes (``delete_session``: the workspace lives only there)."""
@@ -192,6 +198,9 @@ class HeldClaims:
     def _drop_left_now(self, session_id: str) -> None:
         """Remove the session's sandboxes that other processes left (blocking)."""
         raise NotImplementedError
+
+    def worker_gone_now(self, session_id: str) -> bool:
+        return False
 
     async def _healthy(self, claim: Claim) -> bool:
         try:
