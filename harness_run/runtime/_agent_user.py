@@ -28,13 +28,15 @@ class AgentUser:
     gid: int
 
     def spawn_kwargs(self) -> dict[str, Any]:
-        """``subprocess``/``asyncio`` keyword arguments that start a process as this user (no
-        supplementary groups, the usual umask: the worker's own is 077)."""
-        return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o022}
+        """``subprocess``/``asyncio`` keyword arguments that start a process as this user: no
+        supplementary groups, umask 007 — its files are its group's too, and the worker is in that
+        group, so the worker's own git (a child without capabilities) reads and commits them."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o007}
 
     def hand_over(self, *trees: Path) -> None:
-        """Every directory and file under ``trees`` owned by the agent, and every ancestor
-        directory of them searchable (``o+x``, not listable) so the agent reaches them.
+        """Every directory and file under ``trees`` owned by the agent (and its group, with the
+        owner's permissions), and every ancestor directory of them searchable (``o+x``, not
+        listable) so the agent reaches them.
 
         Walks with directory descriptors and never follows a symbolic link (an agent that swaps a
         directory for a link mid-walk cannot redirect a chown); a file with several hard links is
@@ -52,18 +54,32 @@ class AgentUser:
                     self._own(Path(name), fd, name in dirs)
 
     def _own(self, path: Path, dir_fd: int | None, is_dir: bool) -> None:
-        try:
-            info = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        """Through a descriptor opened without following a link, so what is checked is what is
+        changed: directories and single-link regular files only (links, devices, FIFOs are left)."""
+        try:  # the common case, nothing to change, without opening anything
+            seen = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             return
-        if info.st_uid == self.uid and info.st_gid == self.gid:
+        if (seen.st_uid == self.uid and seen.st_gid == self.gid) or stat.S_ISLNK(seen.st_mode):
             return
-        if not is_dir and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-            return
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_DIRECTORY if is_dir else 0)
         try:
-            os.chown(path, self.uid, self.gid, dir_fd=dir_fd, follow_symlinks=False)
+            fd = os.open(path, flags, dir_fd=dir_fd)
         except OSError:
             return
+        try:
+            info = os.fstat(fd)
+            if not (stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1)):
+                return
+            if info.st_uid == self.uid and info.st_gid == self.gid:
+                return
+            os.fchown(fd, self.uid, self.gid)
+            mode = stat.S_IMODE(info.st_mode)  # the group (the worker's children) as the owner
+            os.fchmod(fd, mode | (mode & 0o700) >> 3)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
 
 
 def _searchable(directory: Path) -> None:

@@ -28,6 +28,8 @@ _PR_SET_DUMPABLE: Final = 4
 _PR_SET_KEEPCAPS: Final = 8
 _CAPABILITY_V3: Final = 0x20080522
 _CAP_NUMBERS: Final = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
+_GITCONFIG: Final = "/etc/gitconfig"
+_SAFE: Final = "[safe]\n\tdirectory = *\n"
 _HOW: Final = (
     "start the worker as root with only the capabilities " + ", ".join(WORKER_CAPABILITIES) + " and "
     "no-new-privileges (the container and sandbox runtimes do), or unset " + AGENT_UID_ENV
@@ -61,6 +63,22 @@ def _raise_effective(libc: ctypes.CDLL) -> int:
     return int(data[0].effective)
 
 
+def _trust_agent_repositories() -> None:
+    """The worker commits, checks and cleans repositories the agent owns: git refuses a repository
+    of another owner ("dubious ownership") unless a protected config says otherwise."""
+    try:
+        with open(_GITCONFIG, encoding="utf-8") as handle:
+            if _SAFE in handle.read():
+                return
+    except OSError:
+        pass
+    try:
+        with open(_GITCONFIG, "a", encoding="utf-8") as handle:
+            handle.write(_SAFE)
+    except OSError:
+        return  # git then names the repository in its error
+
+
 def drop_privileges(env: Mapping[str, str]) -> AgentUser | None:
     """See the module docstring; a :class:`UsageError` when the agent's uid is asked for but the
     worker cannot run processes as it (fail closed: no turn runs as the worker's uid)."""
@@ -76,8 +94,9 @@ def drop_privileges(env: Mapping[str, str]) -> AgentUser | None:
     agent = int(raw)
     try:
         if os.getuid() == 0:
+            _trust_agent_repositories()
             libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
-            os.setgroups([])
+            os.setgroups([agent])  # the agent's group: its files (umask 007) are the worker's too
             os.setresgid(AGENT_UID, AGENT_UID, AGENT_UID)
             os.setresuid(AGENT_UID, AGENT_UID, AGENT_UID)
             libc.prctl(_PR_SET_KEEPCAPS, 0, 0, 0, 0)
