@@ -36,6 +36,10 @@ RULES = [
     Rule(match="print the token", reply=Reply.shell('echo "token is $MY_TOKEN"')),
     Rule(match="take your time", reply=Reply.shell("sleep 6 && echo slept", delay=0.5)),
     Rule(match="just answer", reply=Reply.text("plain answer")),
+    Rule(
+        match="attack the worker",
+        reply=Reply.shell("id -u; cat /proc/1/environ; head -c 16 /proc/1/mem; kill -9 1"),
+    ),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 

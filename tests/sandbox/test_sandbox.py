@@ -364,6 +364,24 @@ async def test_a_warm_claim_works_at_once_and_the_worker_refuses_a_wrong_token(
     assert store.get_blob(key) is None
 
 
+async def test_the_agent_cannot_reach_the_worker_in_the_sandbox(deployed: Deployed, engine: Any) -> None:
+    """With the credential guards off, the agent (uid 1001) attacks the worker (PID 1, uid 1000):
+    its environment, memory and a signal are refused by the kernel, and the worker keeps serving."""
+    from harness_run import SecurityPolicy, SessionConfig
+
+    session = engine.start_session(
+        config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
+    )
+    run = session.send("attack the worker", secrets=deployed.secrets())
+    result = await run
+    assert not result.is_error, result.error
+    output = _tool_outputs(run.events)
+    assert str(k8s.AGENT_RUN_UID) in output.splitlines(), output
+    assert output.count("Permission denied") >= 2 and "Operation not permitted" in output, output
+    assert "HARNESS_RUN_STORE" not in output and deployed.store_url not in output  # the worker's env
+    assert (await session.exec("echo alive")).stdout == "alive\n"  # the worker survived the kill
+
+
 async def test_claim_never_ready_times_out_naming_the_pool(deployed: Deployed) -> None:
     from harness_run.store import open_store
 
