@@ -57,6 +57,7 @@ class DockerfileValues:
     apt_packages: str
     ca_dir: str | None
     uid: int
+    agent_run_uid: int
     home: str
     workspace: str
     venv: str
@@ -106,6 +107,7 @@ def dockerfile_values(
         apt_packages=" ".join(shlex.quote(p) for p in sorted(apt)),
         ca_dir="ca" if has_ca else None,
         uid=k8s.AGENT_UID,
+        agent_run_uid=k8s.AGENT_RUN_UID,
         home=HOME,
         workspace=k8s.WORKSPACE,
         venv=VENV,

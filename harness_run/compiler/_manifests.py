@@ -103,7 +103,15 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
         "image": inputs.image,
         "imagePullPolicy": "IfNotPresent",
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # the worker starts as root with only these capabilities, becomes AGENT_UID keeping them and
+        # runs the agent's processes as AGENT_RUN_UID without any (harness_run.worker._privileges)
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": list(k8s.WORKER_CAPABILITIES)},
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": False,
+        },
         "ports": [{"name": k8s.WORKER_PORT_NAME, "containerPort": k8s.WORKER_PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/healthz", "port": k8s.WORKER_PORT},
@@ -117,8 +125,8 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
         ],
         "workingDir": k8s.WORKSPACE,
     }
-    if inputs.pod_env:
-        container["env"] = [{"name": name, "value": value} for name, value in inputs.pod_env]
+    env = [*inputs.pod_env, (k8s.AGENT_UID_ENV, str(k8s.AGENT_RUN_UID))]
+    container["env"] = [{"name": name, "value": value} for name, value in env]
     spec: dict[str, Any] = {
         "serviceAccountName": _engine_object_name(inputs.engine, "agent"),
         "automountServiceAccountToken": False,

@@ -3,6 +3,7 @@ subprocesses on this host), ``container`` (a Docker container per session) and `
 Sandbox claims), the last two through the in-image worker's client in ``remote``. Every runtime's
 engine is an :class:`Engine`."""
 
+from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime._engine import Engine
 from harness_run.runtime._process import kill_tree
 from harness_run.runtime._run import Run, RunStatus
@@ -11,6 +12,7 @@ from harness_run.runtime._transcript import Transcript, TranscriptEntry, load_tr
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace, resolve_host_dir
 
 __all__ = [
+    "AgentUser",
     "Engine",
     "ExecResult",
     "Run",

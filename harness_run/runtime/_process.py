@@ -23,6 +23,7 @@ from pathlib import Path
 from harness_run.errors import HarnessNotFoundError
 from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
 from harness_run.harness import LaunchPlan, LineParser
+from harness_run.runtime._agent_user import AgentUser
 
 __all__ = ["TurnProcess", "descendants", "kill_tree"]
 
@@ -74,12 +75,16 @@ def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
             os.kill(child, sig)
 
 
-async def start_reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
+async def start_reaper(
+    pid: int, tag: str, user: AgentUser | None = None
+) -> asyncio.subprocess.Process | None:
     """The watchdog that ends the turn's processes (group ``pid``, processes carrying ``tag``) if
-    this process dies before :func:`release_reaper`; None where it cannot run (no ``/proc``)."""
+    this process dies before :func:`release_reaper`; None where it cannot run (no ``/proc``). With
+    ``user`` it runs as the agent: it reads their environments (the tag) and signals them."""
     if not _HAS_PROC:
         return None
-    env = {k: v for k, v in os.environ.items() if k != "HARNESS_RUN_TURN"}
+    # as the agent, nothing of this process's environment: the agent can read the reaper's
+    env = {} if user is not None else {k: v for k, v in os.environ.items() if k != "HARNESS_RUN_TURN"}
     try:
         return await asyncio.create_subprocess_exec(
             sys.executable,
@@ -93,17 +98,20 @@ async def start_reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
             stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,  # a signal to this process's group does not reach it
             env=env,
+            **(user.spawn_kwargs() if user is not None else {}),
         )
     except OSError:
         return None
 
 
-async def release_reaper(reaper: asyncio.subprocess.Process | None) -> None:
-    """Tell the reaper the turn was cleaned up here: it exits at once, without killing anything."""
+async def release_reaper(reaper: asyncio.subprocess.Process | None, *, sweep: bool = False) -> None:
+    """Tell the reaper the turn was cleaned up here: it exits at once, without killing anything.
+    ``sweep``: it ends what is left of the turn first (processes of another uid, whose environments
+    this process cannot read)."""
     if reaper is None or reaper.stdin is None:
         return
     with contextlib.suppress(ConnectionError, OSError):
-        reaper.stdin.write(b"done")
+        reaper.stdin.write(b"" if sweep else b"done")
         await reaper.stdin.drain()
     reaper.stdin.close()
     with contextlib.suppress(TimeoutError):
@@ -178,8 +186,13 @@ class TurnProcess:
         emit: Callable[[AgentEvent], None],
         timeout: float,
         on_spawn: Callable[[], None] | None = None,
+        user: AgentUser | None = None,
+        hand_over: tuple[Path, ...] = (),
     ) -> None:
         self._plan = plan
+        self._user = user
+        self._hand_over = hand_over
+        """With ``user``: the trees the agent gets (workspace, home) before the CLI starts."""
         self._parser = parser
         self._cwd = cwd
         self._emit = emit
@@ -198,6 +211,9 @@ class TurnProcess:
         for path, text in self._plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        user = self._user
+        if user is not None:
+            await asyncio.to_thread(user.hand_over, *self._hand_over)
         try:
             self._proc = proc = await asyncio.create_subprocess_exec(
                 *self._plan.argv,
@@ -208,10 +224,11 @@ class TurnProcess:
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
                 limit=_READ_LIMIT,
+                **(user.spawn_kwargs() if user is not None else {}),
             )
         except FileNotFoundError as exc:
             raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
-        reaper = await start_reaper(proc.pid, self._tag)
+        reaper = await start_reaper(proc.pid, self._tag, user)
         if self._on_spawn is not None:
             self._on_spawn()  # e.g. one-time warm-up, hidden behind the CLI's own start-up
         try:
@@ -233,7 +250,7 @@ class TurnProcess:
                 _signal_all(
                     proc.pid, [p for p in descendants(proc.pid, self._tag) if _alive(p)], signal.SIGKILL
                 )
-            await asyncio.shield(release_reaper(reaper))
+            await asyncio.shield(release_reaper(reaper, sweep=user is not None))
         return self._result(proc.returncode)
 
     def _result(self, exit_code: int | None) -> RunResult:

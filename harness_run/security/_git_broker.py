@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import os
 import secrets
 import shlex
 import shutil
@@ -32,8 +33,10 @@ _HELPER = Path(__file__).with_name("_git_helper.py")
 class GitBroker:
     """Answers the credential helper of one turn (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent_uid: int | None = None) -> None:
         self._dir = tempfile.mkdtemp(prefix="hr-git-")  # 0700
+        self._agent_uid = agent_uid
+        """The agent runs as this other uid: the socket is its (and this process's) to connect to."""
         self.socket_path = str(Path(self._dir) / "s")
         self.token = "hrg-" + secrets.token_urlsafe(24)
         self._repos: dict[tuple[str, str, str], str] = {}
@@ -77,6 +80,10 @@ class GitBroker:
     async def start(self) -> None:
         if self._repos and self._server is None:
             self._server = await asyncio.start_unix_server(self._serve, path=self.socket_path)
+            if self._agent_uid is not None:  # the directory searchable, the socket the agent's
+                os.chmod(self._dir, 0o711)
+                os.chown(self.socket_path, self._agent_uid, -1)
+                os.chmod(self.socket_path, 0o600)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         answer: dict[str, str] = {}

@@ -16,9 +16,10 @@ class TurnCredentials:
     proxy and a turn token; repository tokens → the credential helper), :meth:`start_soon` serves
     both while the CLI starts, :meth:`aclose` ends them with the turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent_uid: int | None = None) -> None:
+        """``agent_uid``: the harness runs as this other uid (the git socket is opened to it)."""
         self.proxy = ModelProxy() if proxy_enabled() else None
-        self.git = GitBroker()
+        self.git = GitBroker(agent_uid)
 
     def apply(self, spec: AgentSpec, secrets: Mapping[str, str], env: dict[str, str]) -> dict[str, str]:
         if self.proxy is not None:

@@ -77,6 +77,12 @@ ANNOTATION_HARNESSES: Final = "harness-run.dev/harnesses"
 # Per-claim pod annotations: sha256 of the claim's bearer token (the worker checks it), and the
 # worker's port where it is not WORKER_PORT (the test controller runs many pods on one host).
 ANNOTATION_TOKEN_SHA256: Final = "harness-run.dev/token-sha256"
+# Kubelets refresh the downward-API file late (their sync period), so the client also writes a
+# claim ticket into the history store before it contacts a claimed pod: a blob whose content is
+# CLAIM_TICKET + the token's sha256. A worker whose annotations name no token yet accepts (and
+# pins) the first token whose ticket is in the store: only a holder of the store's write access and
+# the token itself can be first.
+CLAIM_TICKET: Final = b"harness-run claim ticket v1\n"
 ANNOTATION_WORKER_PORT: Final = "harness-run.dev/worker-port"
 # GKE Workload Identity: the Google service account a Kubernetes ServiceAccount acts as.
 WORKLOAD_IDENTITY_ANNOTATION: Final = "iam.gke.io/gcp-service-account"
@@ -89,8 +95,16 @@ IMAGE_LABEL_ENGINE: Final = "org.harness-run.engine"
 IMAGE_LABEL_DIGEST: Final = "org.harness-run.digest"
 IMAGE_LABEL_HARNESSES: Final = "org.harness-run.harnesses"
 
-# The image's user and paths (shared by the Dockerfile context and the pod spec).
+# The image's user and paths (shared by the Dockerfile context and the pod spec). AGENT_UID is the
+# image's user: the worker runs as it and owns the store and its files. The harness CLI, its tools
+# and ``exec`` commands run as AGENT_RUN_UID, without capabilities, so /proc/<worker>, the worker's
+# memory and its files are closed to them. To switch uids the worker starts as root with only
+# WORKER_CAPABILITIES (no-new-privileges), drops to AGENT_UID keeping them, and is told the agent's
+# uid in AGENT_UID_ENV (the container and sandbox runtimes set it; unset: one uid, as before).
 AGENT_UID: Final = 1000
+AGENT_RUN_UID: Final = 1001
+AGENT_UID_ENV: Final = "HARNESS_RUN_AGENT_UID"
+WORKER_CAPABILITIES: Final = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 WORKSPACE: Final = "/workspace"
 CONTAINER_NAME: Final = "agent"
 

@@ -10,7 +10,9 @@ Environment of the server: ``HARNESS_RUN_STORE`` (required: ``gs://bucket/prefix
 (``$HOME/.harness-run``), ``HARNESS_RUN_SPEC`` (``$HARNESS_RUN_ROOT/spec.json``),
 ``HARNESS_RUN_PODINFO`` (``/etc/harness-run/podinfo``: the pod's annotations, where the claim's
 token hash arrives) or ``HARNESS_RUN_WORKER_TOKEN_SHA256``; ``HARNESS_RUN_VERTEX_PROJECT`` /
-``HARNESS_RUN_VERTEX_REGION`` for Claude on Vertex AI without keys.
+``HARNESS_RUN_VERTEX_REGION`` for Claude on Vertex AI without keys; ``HARNESS_RUN_AGENT_UID``: the
+agent's processes run as that uid (the worker started as root with a few capabilities drops to the
+image's user, see ``_privileges``).
 """
 
 from harness_run.worker._vertex import vertex_env

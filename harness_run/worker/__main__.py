@@ -24,11 +24,14 @@ def main() -> int:
     )
     from harness_run.vocab import telemetry
     from harness_run.worker._app import serve
+    from harness_run.worker._privileges import drop_privileges
     from harness_run.worker._settings import WorkerSettings
 
     telemetry.configure_from_env("harness-run-worker")  # only with the otel extra and OTEL_* set
     try:
-        settings = WorkerSettings.from_env(os.environ)
+        # first: the agent's uid (the worker keeps only the capabilities it needs), then settings
+        agent_user = drop_privileges(os.environ)
+        settings = WorkerSettings.from_env(os.environ, agent_user=agent_user)
         asyncio.run(serve(settings, started=_STARTED))
     except HarnessRunError as exc:
         print(f"harness-run worker: {exc}", file=sys.stderr)

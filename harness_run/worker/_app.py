@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -35,8 +36,9 @@ from harness_run.runtime.remote import (
 )
 from harness_run.spec import AgentSpec
 from harness_run.vocab import telemetry
+from harness_run.vocab.k8s import CLAIM_TICKET
 from harness_run.vocab.version import __version__
-from harness_run.worker._settings import WorkerSettings, open_history_store, token_matches
+from harness_run.worker._settings import WorkerSettings, bearer_sha256, open_history_store, token_matches
 from harness_run.worker._turns import TurnState, Worker
 
 __all__ = ["KEEPALIVE_INTERVAL", "make_app", "serve"]
@@ -48,6 +50,7 @@ KEEPALIVE_INTERVAL = 10.0
 
 _WORKER: web.AppKey[Worker] = web.AppKey("worker", Worker)
 _SETTINGS: web.AppKey[WorkerSettings] = web.AppKey("settings", WorkerSettings)
+_PINNED: web.AppKey[dict[str, str]] = web.AppKey("pinned", dict[str, str])
 _SECRETS = "harness_run_secrets"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -79,8 +82,9 @@ async def _trace(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Auth for every route but /healthz; our errors -> JSON with a status, secret values redacted."""
     settings = request.app[_SETTINGS]
+    header = request.headers.get("Authorization")
     if request.path != "/healthz" and not token_matches(
-        request.headers.get("Authorization"), settings.expected_token_sha256()
+        header, settings.expected_token_sha256() or await _first_contact(request.app, header)
     ):
         return _error(
             401,
@@ -108,6 +112,27 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         # no traceback: its last line would repeat the unredacted message
         log.error("%s %s failed unexpectedly: %s", request.method, request.path, message)
         return _error(500, "internal", f"the worker failed: {message}")
+
+
+async def _first_contact(app: web.Application, header: str | None) -> str | None:
+    """No token hash in the pod's annotations yet (a warm pod just claimed; the kubelet writes the
+    file late): the first token whose claim ticket is in the history store is pinned and expected
+    until the annotations arrive (``k8s.CLAIM_TICKET``). A token without a ticket pins nothing."""
+    pinned = app[_PINNED]
+    if "sha256" in pinned:
+        return pinned["sha256"]
+    digest = bearer_sha256(header)
+    if digest is None:
+        return None
+    ticket = CLAIM_TICKET + digest.encode()
+    try:
+        found = await asyncio.to_thread(app[_WORKER].store.get_blob, hashlib.sha256(ticket).hexdigest())
+    except HarnessRunError:
+        return None
+    if found != ticket:
+        return None
+    log.info("no token annotation yet: pinned the first token with a claim ticket in the store")
+    return pinned.setdefault("sha256", digest)
 
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
@@ -280,6 +305,7 @@ def make_app(worker: Worker, settings: WorkerSettings) -> web.Application:
     app = web.Application(middlewares=[_trace, _guard], client_max_size=16 * 1024 * 1024)
     app[_WORKER] = worker
     app[_SETTINGS] = settings
+    app[_PINNED] = {}
     app.router.add_get("/healthz", _health)
     app.router.add_post("/v1/turns", _start_turn)
     app.router.add_get("/v1/turns/{turn_id}", _turn_info)
@@ -315,7 +341,12 @@ async def serve(
     spec = load_spec(settings)
     store = await asyncio.to_thread(open_history_store, settings.store_url)
     worker = Worker(
-        spec, store, settings.workdir, image_root=settings.image_root, pool_after=settings.pool_after
+        spec,
+        store,
+        settings.workdir,
+        image_root=settings.image_root,
+        pool_after=settings.pool_after,
+        agent_user=settings.agent_user,
     )
     _warm_up()
     runner = web.AppRunner(

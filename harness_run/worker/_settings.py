@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from harness_run.errors import UsageError
+from harness_run.runtime import AgentUser
 from harness_run.store import HistoryStore
 from harness_run.vocab.k8s import ANNOTATION_TOKEN_SHA256, PODINFO_DIR, WORKER_PORT
 
-__all__ = ["WorkerSettings", "open_history_store", "parse_annotations", "token_matches"]
+__all__ = ["WorkerSettings", "bearer_sha256", "open_history_store", "parse_annotations", "token_matches"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +32,11 @@ class WorkerSettings:
     """``$HARNESS_RUN_ROOT`` when set (inside the compiled image): staged skills, installed packages."""
     pool_after: float | None = None
     """``$HARNESS_RUN_POOL_AFTER``: seconds before an idle workspace is lent (``LocalEngine``)."""
+    agent_user: AgentUser | None = None
+    """The uid the agent's processes run as (``$HARNESS_RUN_AGENT_UID``, see ``_privileges``)."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+    def from_env(cls, env: Mapping[str, str], *, agent_user: AgentUser | None = None) -> WorkerSettings:
         store = env.get("HARNESS_RUN_STORE", "").strip()
         if not store:
             raise UsageError(
@@ -75,6 +78,7 @@ class WorkerSettings:
             digest=env.get("HARNESS_RUN_DIGEST", "").strip() or None,
             image_root=Path(env["HARNESS_RUN_ROOT"]) if env.get("HARNESS_RUN_ROOT") else None,
             pool_after=pool_after,
+            agent_user=agent_user,
         )
 
     def expected_token_sha256(self) -> str | None:
@@ -108,14 +112,19 @@ def parse_annotations(text: str) -> dict[str, str]:
     return out
 
 
+def bearer_sha256(header: str | None) -> str | None:
+    """The sha256 (hex) of the token of ``Authorization: Bearer <token>``; None for anything else."""
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return hashlib.sha256(token.strip().encode()).hexdigest()
+
+
 def token_matches(header: str | None, expected_sha256: str | None) -> bool:
     """``Authorization: Bearer <token>`` whose sha256 is the expected hash (constant-time compare)."""
-    if not expected_sha256 or not header:
+    digest = bearer_sha256(header)
+    if not expected_sha256 or digest is None:
         return False
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return False
-    digest = hashlib.sha256(token.strip().encode()).hexdigest()
     return hmac.compare_digest(digest, expected_sha256)
 
 

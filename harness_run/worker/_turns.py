@@ -27,7 +27,7 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.events import AgentEvent
-from harness_run.runtime import Run, Session
+from harness_run.runtime import AgentUser, Run, Session
 from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, Workspaces
 from harness_run.runtime.remote import (
     DeliverRequest,
@@ -195,8 +195,11 @@ class Worker:
         env: Mapping[str, str] | None = None,
         image_root: Path | None = None,
         pool_after: float | None = None,
+        agent_user: AgentUser | None = None,
     ) -> None:
         self.spec = image_spec(spec, image_root)
+        self.agent_user = agent_user
+        """The agent's processes run as this other uid (see ``_privileges``)."""
         self.pool_after = DEFAULT_POOL_AFTER if pool_after is None else pool_after
         self.store = WorkerStore(store)
         self.workdir = workdir
@@ -219,6 +222,7 @@ class Worker:
             turn_env=self._vertex_env,
             finish_orphans=False,
             pool_after=self.pool_after,
+            agent_user=self.agent_user,
         )
 
     def _vertex_env(self, spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:

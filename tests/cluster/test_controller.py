@@ -183,7 +183,7 @@ def test_stop_leaves_no_container(
 def test_a_compiled_template_runs_with_its_pod_settings(
     tmp_path: Path, custom: Any, cluster: Any, controller: Any, base_image: str
 ) -> None:
-    """The compiler's real SandboxTemplate (non-root user, dropped capabilities, limits, workspace
+    """The compiler's real SandboxTemplate (root with six capabilities, limits, workspace
     volume, downward-API volume, probe on the named port) with the echo worker as its command."""
     spec = AgentSpec.from_dict({"name": "compiled", "harness": "claude-code", "model": "claude-sonnet-4-6"})
     plan = compile(spec, base_dir=tmp_path, pool_size=1, pods=PodOptions(runtime_class=None))
@@ -199,7 +199,9 @@ def test_a_compiled_template_runs_with_its_pod_settings(
     _, bound = claim_until_ready(custom, claim("compiled", pool, {k8s.ANNOTATION_TOKEN_SHA256: "cd" * 32}))
     name = bound["status"]["sandbox"]["name"]
     who = worker_json(custom, name, "/whoami")
-    assert who == {"uid": k8s.AGENT_UID, "cwd": k8s.WORKSPACE, "workspace_writable": True}
+    # the template starts the worker as root (with six capabilities, no escalation): the real worker
+    # then becomes AGENT_UID itself and runs the agent as AGENT_RUN_UID (tests/security/test_agent_uid.py)
+    assert who == {"uid": 0, "cwd": k8s.WORKSPACE, "workspace_writable": True}
     assert f'{k8s.ANNOTATION_TOKEN_SHA256}="{"cd" * 32}"' in worker_get(custom, name, "/annotations").decode()
 
 

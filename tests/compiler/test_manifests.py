@@ -132,9 +132,21 @@ def test_template_and_pool(tmp_path: Path) -> None:
         == container["resources"]["limits"]
         == {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"}
     )
-    assert "env" not in container
+    # no env but the agent's uid: the worker starts as root with a few capabilities and runs the
+    # agent's processes as another uid, without any
+    assert container["env"] == [{"name": "HARNESS_RUN_AGENT_UID", "value": str(k8s.AGENT_RUN_UID)}]
     assert "envFrom" not in container
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {
+            "drop": ["ALL"],
+            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"],
+        },
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "runAsNonRoot": False,
+    }
     assert pod["volumes"][0] == {"name": "workspace", "emptyDir": {}}
     # the worker: its port, readiness on /healthz, the pod's annotations as a file (token hash)
     assert container["ports"] == [{"name": "worker", "containerPort": 8787, "protocol": "TCP"}]
@@ -202,7 +214,10 @@ def test_pod_env_and_workload_identity(tmp_path: Path) -> None:
         _validate(obj)
     by_kind = {m["kind"]: m for m in plan.manifests}
     (container,) = by_kind["SandboxTemplate"]["spec"]["podTemplate"]["spec"]["containers"]
-    assert container["env"] == [{"name": k, "value": v} for k, v in sorted(env.items())]
+    assert container["env"] == [
+        *({"name": k, "value": v} for k, v in sorted(env.items())),
+        {"name": "HARNESS_RUN_AGENT_UID", "value": str(k8s.AGENT_RUN_UID)},
+    ]
     account = by_kind["ServiceAccount"]
     assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": gsa}
     assert account["automountServiceAccountToken"] is False

@@ -148,16 +148,16 @@ async def test_turns_run_in_an_isolated_container_and_resume(setup: Setup, engin
     assert "hello-from-turn-1" in _tool_outputs(again.events)
     last = [r for r in setup.model.main_requests if "read the file" in r.text][-1]
     assert "write the file out.txt" in last.text  # turn 1's messages went with turn 2's request
-    # commands run in the container's workspace, as the image's user, not on this machine
+    # commands run in the container's workspace, as the agent's user (not the worker's), not here
     who = await session.exec("id -u && pwd && cat out.txt")
     assert who.exit_code == 0, who.stderr
     uid, workspace, content = who.stdout.split()
-    assert (uid, content) == ("1000", "hello-from-turn-1")
+    assert (uid, content) == ("1001", "hello-from-turn-1")
     assert workspace == f"/var/lib/harness-run/store/sessions/{session.session_id}/workspace"
     # the workspace lives in the host's workdir (mounted with the store): it outlives the container
     on_host = setup.workdir / "sessions" / session.session_id / "workspace"
     assert (await asyncio.to_thread((on_host / "out.txt").read_text)) == "hello-from-turn-1\n"
-    assert (await asyncio.to_thread(on_host.stat)).st_uid == 1000  # written by the image's user
+    assert (await asyncio.to_thread(on_host.stat)).st_uid == 1001  # handed to the agent's user
     assert [t.turn for t in session.history()] == [1, 2]
 
 

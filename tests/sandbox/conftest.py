@@ -31,6 +31,10 @@ GKE_CONTEXT = f"gke_{PROJECT}_{LOCATION}_{CLUSTER}"
 
 # Prompts are matched by substring; every reply after a tool result is the closing text.
 RULES = [
+    Rule(
+        match="attack the worker",
+        reply=Reply.shell("id -u; cat /proc/1/environ; head -c 16 /proc/1/mem; kill -9 1"),
+    ),
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
     Rule(match="read the file", reply=Reply.shell("cat out.txt")),
     Rule(match="print the token", reply=Reply.shell('echo "token is $MY_TOKEN"')),

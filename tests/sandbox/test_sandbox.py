@@ -318,22 +318,68 @@ async def test_turns_through_a_router_with_the_sandbox_id_header(deployed: Deplo
         await runner.cleanup()
 
 
-async def test_worker_refuses_a_wrong_token(deployed: Deployed, engine: Any) -> None:
-    from harness_run.runtime.remote import TurnRequest, WorkerClient
+async def test_a_warm_claim_works_at_once_and_the_worker_refuses_a_wrong_token(
+    deployed: Deployed, engine: Any
+) -> None:
+    """The kubelet has not written the claimed warm pod's annotations (no token hash there): the
+    claim's ticket in the store lets the first request in; the worker pins that token, so a wrong
+    token and even another ticketed token get 401 and nothing runs."""
+    import hashlib
 
-    session = engine.start_session()
-    assert not (await session.run("just answer", secrets=deployed.secrets())).is_error
+    from harness_run.runtime.remote import TurnRequest, WorkerClient
+    from harness_run.store import open_store
+    from harness_run.vocab.k8s import CLAIM_TICKET
+
+    deployed.controller.late_podinfo = True
+    try:
+        session = engine.start_session()
+        first = await session.run("just answer", secrets=deployed.secrets())
+    finally:
+        deployed.controller.late_podinfo = False
+    assert not first.is_error, first.error
     claim = engine.claims.held(session.session_id)
     assert claim is not None
+    assert claim.sandbox in deployed.controller.podinfo_skipped  # warm, and no annotation reached it
+    store = open_store(deployed.store_url)
+    other = hashlib.sha256(b"another-claims-token").hexdigest()
+    ticket = store.put_blob(CLAIM_TICKET + other.encode())  # a real ticket, for another claim
     before = len(deployed.model.requests)
-    async with WorkerClient(claim.url, "wrong-token", unreachable_after=2) as bad:
-        assert (await bad.health()).status == "ok"  # health needs no token
-        with pytest.raises(InfrastructureError, match="401"):
-            await bad.start_turn(
-                TurnRequest(turn_id="x", session_id=session.session_id, prompt="just answer", turn=2)
-            )
+    try:
+        for token in ("wrong-token", "another-claims-token"):
+            async with WorkerClient(claim.url, token, unreachable_after=2) as bad:
+                assert (await bad.health()).status == "ok"  # health needs no token
+                with pytest.raises(InfrastructureError, match="401"):
+                    await bad.start_turn(
+                        TurnRequest(turn_id="x", session_id=session.session_id, prompt="just answer", turn=2)
+                    )
+    finally:
+        store.delete_blob(ticket)
     assert len(deployed.model.requests) == before  # nothing ran
     assert session.history()[-1].turn == 1
+    second = await session.send("just answer", secrets=deployed.secrets())  # the pinned token still works
+    assert not second.is_error, second.error
+    (key,) = engine.claims._tickets.values()  # the claim's own ticket, gone with the claim
+    assert store.get_blob(key) is not None
+    await engine.claims.release(claim)
+    assert store.get_blob(key) is None
+
+
+async def test_the_agent_cannot_reach_the_worker_in_the_sandbox(deployed: Deployed, engine: Any) -> None:
+    """With the credential guards off, the agent (uid 1001) attacks the worker (PID 1, uid 1000):
+    its environment, memory and a signal are refused by the kernel, and the worker keeps serving."""
+    from harness_run import SecurityPolicy, SessionConfig
+
+    session = engine.start_session(
+        config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
+    )
+    run = session.send("attack the worker", secrets=deployed.secrets())
+    result = await run
+    assert not result.is_error, result.error
+    output = _tool_outputs(run.events)
+    assert str(k8s.AGENT_RUN_UID) in output.splitlines(), output
+    assert output.count("Permission denied") >= 2 and "Operation not permitted" in output, output
+    assert "HARNESS_RUN_STORE" not in output and deployed.store_url not in output  # the worker's env
+    assert (await session.exec("echo alive")).stdout == "alive\n"  # the worker survived the kill
 
 
 async def test_claim_never_ready_times_out_naming_the_pool(deployed: Deployed) -> None:

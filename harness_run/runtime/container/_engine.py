@@ -92,13 +92,19 @@ def docker_client(client: Any = None) -> Any:
 
 
 def share_store(root: Path) -> SqliteStore:
-    """The workdir's SQLite store, writable by the containers' user (uid 1000) as well. As root, the
+    """The workdir's SQLite store, writable by the containers' worker (uid 1000) as well. As root, the
     store is handed to uid 1000 and stays the owner's only (0700/0600; root reads it anyway). Any
     other uid cannot hand it over, so the database files and blob directories are opened to every
     user (0666/0777): the only mode a bind-mounted uid 1000 can write through without ACLs — run as
-    uid 1000 or root, or use process isolation, on a shared machine."""
+    uid 1000 or root, or use process isolation, on a shared machine. The workdir, ``sessions/`` and
+    ``shared/`` are searchable by the agent's uid (0711: it reaches its own workspace and home, which
+    the worker hands over to it, and lists nothing)."""
     store = SqliteStore(root)
+    traversed = [root, *(root / n for n in ("sessions", "shared"))]
     if os.getuid() == AGENT_UID:
+        for path in traversed:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o711)
         return store
     blobs = root / "blobs"
     # the workspaces live there too (the containers' workdir): sessions/, shared/, locks/
@@ -114,6 +120,7 @@ def share_store(root: Path) -> SqliteStore:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if as_root:
             os.chown(path, AGENT_UID, AGENT_UID)
+            path.chmod(0o711 if path in traversed else 0o700)
         else:
             path.chmod(0o777)
     for path in (f for f in files if f.exists()):

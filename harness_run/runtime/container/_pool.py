@@ -27,6 +27,7 @@ from typing import Any
 
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.vocab.k8s import AGENT_RUN_UID, AGENT_UID_ENV, WORKER_CAPABILITIES
 from harness_run.vocab.net import free_port
 
 __all__ = ["LABEL_ENGINE", "LABEL_HOLDER", "LABEL_SESSION", "STORE_MOUNT", "ContainerPool"]
@@ -165,6 +166,7 @@ class ContainerPool(HeldClaims):
             # the workspaces live in the host's workdir too (it is the store's directory): they
             # outlive the container, are pooled, shared, locked and pruned as on the host
             "HARNESS_RUN_WORKDIR": STORE_MOUNT,
+            AGENT_UID_ENV: str(AGENT_RUN_UID),  # the agent's processes: another uid than the worker
         }
         volumes = {str(self.store_dir): {"bind": STORE_MOUNT, "mode": "rw"}}
         for path in self.mounts_for(session_id) if self.mounts_for is not None else []:
@@ -182,7 +184,11 @@ class ContainerPool(HeldClaims):
                 LABEL_SESSION: session_id,
                 LABEL_HOLDER: self.holder,
             },
+            # root with only these capabilities: the worker becomes the image's user keeping them
+            # and runs the agent as AGENT_RUN_UID, without any (harness_run.worker._privileges)
+            "user": "0:0",
             "cap_drop": ["ALL"],
+            "cap_add": list(WORKER_CAPABILITIES),
             "security_opt": ["no-new-privileges"],
         }
         if not host:

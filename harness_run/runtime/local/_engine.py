@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from harness_run.errors import HarnessRunError, RunError, StoreError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
+from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._process import TurnProcess
 from harness_run.runtime._run import Run
@@ -29,6 +30,7 @@ from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
 from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
+from harness_run.runtime.local._settings import turn_settings
 from harness_run.runtime.local._steps import WorkspaceSteps
 from harness_run.runtime.local._workspace import (
     SessionPaths,
@@ -56,21 +58,6 @@ __all__ = ["LocalEngine", "TurnEnv", "default_workdir", "spec_version", "turn_se
 TurnEnv = Callable[[AgentSpec, Mapping[str, str]], Mapping[str, str]]
 """Variables a turn's process gets on top of its secrets, from the turn's effective spec and
 secrets (the worker's Vertex AI mode)."""
-
-_SETTINGS_FIELDS = (
-    "harness",
-    "model",
-    "system_prompt",
-    "allowed_tools",
-    "disallowed_tools",
-    "permission_mode",
-    "max_turns",
-    "max_budget_usd",
-    "reasoning_effort",
-    "output_schema",
-    "timeout",
-    "model_base_url",
-)
 
 
 def default_workdir() -> Path:
@@ -128,6 +115,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         turn_env: TurnEnv | None = None,
         finish_orphans: bool = True,
         pool_after: float = DEFAULT_POOL_AFTER,
+        agent_user: AgentUser | None = None,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -138,7 +126,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env
-        self._workspaces = Workspaces(self.workdir)
+        self._workspaces = Workspaces(self.workdir, agent_user)
+        """``agent_user``: the harness, its tools and exec commands run as that uid (the worker)."""
         self._on_close: dict[str, tuple[AgentSpec, dict[str, str]]] = {}
         """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
         self._lease = lease_seconds()
@@ -261,7 +250,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         its model proxy and git broker: the harness gets turn tokens, not keys."""
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
-        creds = TurnCredentials()
+        user = self._workspaces.user_for(paths)
+        creds = TurnCredentials(user.uid if user is not None else None)
         try:
             return await self._locked_turn(session, run, plan, keeper, lock, creds)
         finally:
@@ -310,8 +300,16 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             await lock.acquire(waiting)
             with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
                 ctx = await self._prepare(record, run, plan, secrets, emit, driver, creds)
+            user = self._workspaces.user_for(self._paths(record.session_id, record.config))
             process = TurnProcess(
-                driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
+                driver.launch(ctx),
+                driver.parser(ctx),
+                ctx.workspace,
+                emit,
+                spec.timeout,
+                on_spawn=_warm_up,
+                user=user,
+                hand_over=(ctx.workspace, ctx.home),
             )
 
             async def steer(text: str, message_id: str) -> bool:
@@ -582,6 +580,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         spec = session.spec
         bin_dir = await self._workspaces.package_env(spec, lambda _s, _d: None)  # the agent's packages
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
+        if (user := self._workspaces.user_for(paths)) is not None:
+            await asyncio.to_thread(user.hand_over, paths.workspace, paths.home)
         return await run_command(
             command,
             cwd=paths.workspace,
@@ -589,10 +589,5 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             timeout=timeout,
             max_output=max_output,
             secret_values=secret_forms(secret_values(secrets)),
+            user=user,
         )
-
-
-def turn_settings(spec: AgentSpec) -> dict[str, Any]:
-    """The effective settings a turn record keeps (no secrets)."""
-    data = spec.to_dict()
-    return {k: data[k] for k in _SETTINGS_FIELDS}

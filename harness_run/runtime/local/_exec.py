@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
+from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime._process import kill_tree
 from harness_run.runtime._session import ExecResult
 from harness_run.security import redact_text
@@ -63,9 +64,11 @@ async def run_command(
     timeout: float,
     max_output: int,
     secret_values: list[str],
+    user: AgentUser | None = None,
 ) -> ExecResult:
-    """Run ``bash -c command``; after ``timeout`` s its process group is killed and the exit code is
-    124. Each stream keeps ``max_output`` bytes at most; secret values are blanked in both."""
+    """Run ``bash -c command`` (as ``user`` when given); after ``timeout`` s its process group is
+    killed and the exit code is 124. Each stream keeps ``max_output`` bytes at most; secret values
+    are blanked in both."""
     proc = await asyncio.create_subprocess_exec(
         "bash",
         "-c",
@@ -76,6 +79,7 @@ async def run_command(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        **(user.spawn_kwargs() if user is not None else {}),
     )
     assert proc.stdout is not None
     assert proc.stderr is not None

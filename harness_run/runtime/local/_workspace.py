@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from harness_run.errors import BuildError, RunError, redact
+from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime.local._git import branch_exists
 from harness_run.spec import AgentSpec, GitRepo
 
@@ -106,9 +107,15 @@ def _file_lock(path: Path) -> Generator[None]:
 class Workspaces:
     """Everything on disk under one workdir: ``sessions/<id>/``, ``venvs/<hash>/``, ``skills/``."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, agent_user: AgentUser | None = None) -> None:
         self.workdir = workdir
         self._skill_cache: dict[str, dict[str, StagedFile]] = {}
+        self._agent_user = agent_user
+
+    def user_for(self, paths: SessionPaths) -> AgentUser | None:
+        """The uid the session's agent runs as: ``agent_user``, except in a host directory (the
+        user's own files, never handed over: there the agent keeps this process's uid)."""
+        return None if paths.host_dir else self._agent_user
 
     def paths(
         self, session_id: str, config: Mapping[str, Any] | None = None, engine: str = ""
@@ -159,7 +166,10 @@ class Workspaces:
             await asyncio.to_thread(self.stage_skills, spec, skills_dir)
         if spec.setup_script and not paths.setup_marker.exists():
             progress("setup", "running setup_script")
-            await _run_setup(spec.setup_script, paths, env, secrets)
+            user = self.user_for(paths)
+            if user is not None:  # the setup script runs as the agent, in its files
+                await asyncio.to_thread(user.hand_over, paths.workspace, paths.home)
+            await _run_setup(spec.setup_script, paths, env, secrets, user)
             paths.setup_marker.write_text("ok\n")
 
     def stage_skills(self, spec: AgentSpec, dest_root: Path) -> None:
@@ -329,7 +339,11 @@ def _make_venv(venv: Path, packages: list[str], marker: Path) -> None:
 
 
 async def _run_setup(
-    script: str, paths: SessionPaths, env: Mapping[str, str], secrets: Mapping[str, str]
+    script: str,
+    paths: SessionPaths,
+    env: Mapping[str, str],
+    secrets: Mapping[str, str],
+    user: AgentUser | None = None,
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
         "bash",
@@ -342,6 +356,7 @@ async def _run_setup(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
+        **(user.spawn_kwargs() if user is not None else {}),
     )
     out, _ = await proc.communicate()
     if proc.returncode != 0:

@@ -25,6 +25,7 @@ from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.remote import Claim, HeldClaims
 from harness_run.runtime.sandbox._kube import Kube, Obj, get_list, get_map, get_str
+from harness_run.store import HistoryStore
 from harness_run.vocab import k8s
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
@@ -77,6 +78,7 @@ class ClaimPool(HeldClaims):
         claim_timeout: float,
         lease: float = 3600.0,
         router_url: str | None = None,
+        store: HistoryStore | None = None,
     ) -> None:
         super().__init__(idle_ttl=idle_ttl, claim_timeout=claim_timeout, holder_prefix="client")
         self.kube = kube
@@ -85,6 +87,10 @@ class ClaimPool(HeldClaims):
         self.pool = pool
         self.lease = lease + max(0.0, idle_ttl) + claim_timeout
         self.router_url = router_url.rstrip("/") if router_url else None
+        self.store = store
+        """Where the claim tickets go (``k8s.CLAIM_TICKET``): the engine's history store."""
+        self._tickets: dict[str, str] = {}
+        """claim name -> its ticket's blob key (deleted with the claim)."""
 
     async def _reused(self, claim: Claim) -> None:
         """Push the claim's shutdownTime forward when less than half its lease is left."""
@@ -98,9 +104,22 @@ class ClaimPool(HeldClaims):
             claim.expires = expires
 
     def _discard(self, claim: Claim) -> None:
-        """Delete the claim (its sandbox goes with it)."""
+        """Delete the claim (its sandbox goes with it) and its ticket."""
         with contextlib.suppress(InfrastructureError):
             self.kube.delete(k8s.SANDBOX_CLAIM, claim.name)
+        self._drop_ticket(claim.name)
+
+    def _put_ticket(self, name: str, token_sha256: str) -> None:
+        """The claim's ticket in the store: the worker accepts the token on first contact, before the
+        kubelet has written the pod's annotations (``k8s.CLAIM_TICKET``)."""
+        if self.store is not None:
+            self._tickets[name] = self.store.put_blob(k8s.CLAIM_TICKET + token_sha256.encode())
+
+    def _drop_ticket(self, name: str) -> None:
+        key = self._tickets.pop(name, None)
+        if key is not None and self.store is not None:
+            with contextlib.suppress(Exception):  # a ticket left behind only names a dead claim's hash
+                self.store.delete_blob(key)
 
     # --- claiming --------------------------------------------------------------------------------
 
@@ -133,7 +152,20 @@ class ClaimPool(HeldClaims):
         name = f"{self.pool[:48].rstrip('-')}-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
         expires = time.time() + self.lease
-        await asyncio.to_thread(self.kube.create, self.claim_body(name, session_id, digest, expires))
+        failed = [  # the ticket is stored while the claim is created
+            r
+            for r in await asyncio.gather(
+                asyncio.to_thread(self._put_ticket, name, digest),
+                asyncio.to_thread(self.kube.create, self.claim_body(name, session_id, digest, expires)),
+                return_exceptions=True,
+            )
+            if isinstance(r, BaseException)
+        ]
+        if failed:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            await asyncio.to_thread(self._drop_ticket, name)
+            raise failed[0]
         try:
             obj = await asyncio.to_thread(
                 self.kube.wait_for, k8s.SANDBOX_CLAIM, name, claim_ready, self.claim_timeout
@@ -141,6 +173,7 @@ class ClaimPool(HeldClaims):
         except TimeoutError:
             with contextlib.suppress(InfrastructureError):
                 await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            await asyncio.to_thread(self._drop_ticket, name)
             raise InfrastructureError(
                 f"sandbox claim {name} on warm pool {self.pool} (namespace {self.kube.namespace}) "
                 f"did not become Ready within {self.claim_timeout:g} s; check the pool with `kubectl "
@@ -151,8 +184,10 @@ class ClaimPool(HeldClaims):
         except BaseException:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            self._drop_ticket(name)
             raise
         if obj is None:
+            self._drop_ticket(name)
             raise InfrastructureError(
                 f"sandbox claim {name} on warm pool {self.pool} was deleted before it became Ready",
                 retryable=True,
@@ -169,6 +204,7 @@ class ClaimPool(HeldClaims):
         except BaseException:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.kube.delete, k8s.SANDBOX_CLAIM, name)
+            self._drop_ticket(name)
             raise
         return Claim(
             name=name,

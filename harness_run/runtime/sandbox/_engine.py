@@ -48,6 +48,7 @@ class SandboxEngine(WorkerEngine):
             claim_timeout=options.claim_timeout,
             lease=AgentSpec.from_dict(record.spec).timeout,
             router_url=options.router_url,
+            store=store,
         )
         super().__init__(record, store=store, claims=claims)
 

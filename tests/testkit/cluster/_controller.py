@@ -140,6 +140,10 @@ class SandboxController:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self.errors: list[str] = []
+        self.late_podinfo = False
+        """True: a claimed warm pod's annotations file is not refreshed (a kubelet between syncs)."""
+        self.podinfo_skipped: list[str] = []
+        """Sandboxes claimed while ``late_podinfo`` was on (their file names no claim token)."""
         self._informers = {
             kind.plural: Informer(self._api, kind, self._wake_up)
             for kind in (k8s.SANDBOX_CLAIM, k8s.SANDBOX_WARM_POOL, k8s.SANDBOX_TEMPLATE, k8s.SANDBOX)
@@ -490,7 +494,9 @@ class SandboxController:
         sandboxes: dict[Any, Obj],
     ) -> str | None:
         pod = self._pods.get(_key(sandbox))
-        if pod is not None:  # the kubelet refreshes the downward-API files before anyone sees Ready
+        if pod is not None and self.late_podinfo:  # a kubelet that has not synced the files yet
+            self.podinfo_skipped.append(str(_meta(sandbox).get("name")))
+        elif pod is not None:  # the kubelet refreshes the downward-API files before anyone sees Ready
             self._runtime.write_podinfo(pod, {**pod.annotations, **annotations})
         patch: Obj = {
             "metadata": {

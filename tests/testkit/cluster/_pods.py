@@ -219,8 +219,12 @@ class PodRuntime:
         if security.get("runAsUser") is not None:
             group = security.get("runAsGroup", security["runAsUser"])
             kwargs["user"] = f"{security['runAsUser']}:{group}"
-        if "ALL" in (security.get("capabilities") or {}).get("drop", []):
-            kwargs["cap_drop"] = ["ALL"]
+        capabilities = cast(Obj, security.get("capabilities") or {})
+        drop, add = (
+            cast(list[str], capabilities.get("drop") or []),
+            cast(list[str], capabilities.get("add") or []),
+        )
+        kwargs.update(cap_drop=["ALL"] if "ALL" in drop else None, cap_add=list(add) or None)
         if security.get("allowPrivilegeEscalation") is False:
             kwargs["security_opt"] = ["no-new-privileges"]
         limits = cast(Obj, (container.get("resources") or {}).get("limits") or {})
