@@ -311,8 +311,9 @@ class TurnProcess:
             return False
         return True
 
-    async def stop(self, reason: StopReason = "interrupted") -> None:
-        self._stop_reason = reason
+    async def stop(self, reason: StopReason = "interrupted", note: str | None = None) -> None:
+        """Stop the turn's process group; the result gets ``reason`` (and ``note`` as its error)."""
+        self._stop_reason, self._stop_note = reason, note or self._stop_note
         if self._proc is not None and self._proc.returncode is None:
             self._resources = self._resources or sample_resources(self._proc.pid)
             await kill_tree(self._proc, grace=0.5, tag=self._tag)

@@ -28,11 +28,12 @@ import importlib
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run.security._meter import WireMeter
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ _HOP: Final = frozenset(
         "upgrade",
         "host",
         "content-length",
+        "accept-encoding",
     }
 )
 
@@ -163,7 +165,7 @@ class _ProxyRefusal(Exception):
 class ModelProxy:
     """A loopback HTTP proxy for one turn's model requests (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
@@ -179,6 +181,17 @@ class ModelProxy:
         self.dropped = 0
         """Requests whose endpoint dropped the connection (the harness's was dropped too)."""
         self._starting: asyncio.Task[None] | None = None
+        self.meter = WireMeter(budget)
+        """Usage and cost of the answers, read from the wire; the turn's budget."""
+        self.on_budget: Callable[[str], Awaitable[None]] | None = None
+        """Called (with the reason) when a request is refused for the budget: stops the turn."""
+        self.over_budget = 0
+        """Requests refused because the turn's cost had reached its budget."""
+
+    @property
+    def metering(self) -> bool:
+        """True when this turn's model requests go through the proxy (so it meters them)."""
+        return bool(self._routes)
 
     @property
     def tokens(self) -> list[str]:
@@ -315,12 +328,14 @@ class ModelProxy:
         if route is None or self._client is None:
             self.refused += 1
             return _refusal("harness-run model proxy: no valid turn token")
+        if self.meter.exhausted():
+            return await self._refuse_budget()
         headers = [
             (k, v)
             for k, v in request.headers.items()
             if k.lower() not in _HOP and k.lower() not in ("x-api-key", "authorization")
         ]
-        headers += list(route.headers)
+        headers += [*route.headers, ("accept-encoding", "identity")]  # metered: read as it passes
         if route.google is not None:
             try:
                 headers.append(await route.google.header())
@@ -340,8 +355,13 @@ class ModelProxy:
                     if key.lower() not in _HOP:
                         answer.headers.add(key, value)
                 await answer.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await answer.write(chunk)
+                meter = self.meter.response(body, upstream.headers.get("content-type", ""))
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        meter.feed(chunk)
+                        await answer.write(chunk)
+                finally:
+                    meter.close()  # a cut answer counts what it reported
                 await answer.write_eof()
                 return answer
         except (TimeoutError, OSError, _client_errors()):
@@ -352,6 +372,22 @@ class ModelProxy:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=502)
+
+    async def _refuse_budget(self) -> web.StreamResponse:
+        """The turn's cost has reached its budget: refuse (an error both APIs' clients read) and
+        stop the turn, naming the budget."""
+        from aiohttp import web
+
+        self.over_budget += 1
+        meter = self.meter
+        message = (
+            f"Reached maximum budget (${meter.budget:g}): the turn cost ${meter.cost_usd:.6g} over "
+            f"{meter.responses} model responses, so the model proxy refused the next request"
+        )
+        if self.on_budget is not None and self.over_budget == 1:
+            await self.on_budget(message)
+        error = {"type": "invalid_request_error", "code": "max_budget", "message": message}
+        return web.json_response({"type": "error", "error": error}, status=400)
 
 
 def _on(env: Mapping[str, str], name: str) -> bool:

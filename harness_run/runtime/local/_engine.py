@@ -261,7 +261,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         its model proxy and git broker: the harness gets turn tokens, not keys."""
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
-        creds = TurnCredentials()
+        creds = TurnCredentials(plan.spec.max_budget_usd)  # the proxy meters and enforces the budget
         try:
             return await self._locked_turn(session, run, plan, keeper, lock, creds)
         finally:
@@ -300,12 +300,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         try:
 
             def waiting(holder: str) -> None:
-                emit(
-                    SetupEvent(
-                        step=f"waiting for the workspace {lock.path.parent}: "
-                        f"{holder or 'another turn'} is using it"
-                    )
-                )
+                who = holder or "another turn"
+                emit(SetupEvent(step=f"waiting for the workspace {lock.path.parent}: {who} is using it"))
 
             await lock.acquire(waiting)
             with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
@@ -313,6 +309,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             process = TurnProcess(
                 driver.launch(ctx), driver.parser(ctx), ctx.workspace, emit, spec.timeout, on_spawn=_warm_up
             )
+            creds.on_budget(functools.partial(process.stop, "max_budget"))
 
             async def steer(text: str, message_id: str) -> bool:
                 payload = driver.steer(text)
@@ -323,7 +320,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer)
             with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
-                result = await process.run()
+                result = creds.settle(await process.run())
             tools.close()
             result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
@@ -358,7 +355,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             env = creds.apply(spec, secrets, env)
             await creds.start()
         ctx = TurnContext(
-            spec=spec,
+            spec=creds.launch_spec(spec) if creds is not None else spec,
             prompt=run.prompt,
             session_id=record.session_id,
             turn=run.turn,
