@@ -198,6 +198,8 @@ class TurnProcess:
         for path, text in self._plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+            if text.startswith("#!"):
+                path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
         try:
             self._proc = proc = await asyncio.create_subprocess_exec(
                 *self._plan.argv,
