@@ -200,7 +200,7 @@ class OpenCodeDriver:
         if guarded is not None:  # the guard before every command of the bash tool (fail closed)
             files[ours / "shell" / "bash"] = guarded
             settings["shell"] = str(ours / "shell" / "bash")
-        files[ours / "opencode.json"] = opencode_files(spec, settings)["opencode.json"]
+        files[ours / "opencode.json"] = opencode_files(spec, settings, ctx.env)["opencode.json"]
 
         argv = [self.locate(ctx.binary), "run", "--format", "json", "--pure", "--thinking", "-m", model]
         if spec.permission_mode == "bypassPermissions":

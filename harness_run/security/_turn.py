@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from harness_run.events import RunResult
 from harness_run.security._git_broker import GitBroker
+from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
 from harness_run.spec import AgentSpec
 
@@ -17,8 +18,9 @@ _log = logging.getLogger("harness_run.security")
 
 class TurnCredentials:
     """Per turn: :meth:`apply` rewrites the harness's environment (model endpoint and key → the
-    proxy and a turn token; repository tokens → the credential helper), :meth:`start_soon` serves
-    both while the CLI starts, :meth:`aclose` ends them with the turn.
+    proxy and a turn token; repository tokens → the credential helper; stdio MCP servers with
+    secrets → the launcher of :class:`McpBroker`), :meth:`start` serves them while the CLI starts,
+    :meth:`aclose` ends them with the turn.
 
     The proxy meters the turn's model usage and cost from the wire and enforces ``budget`` (USD)
     there: :meth:`launch_spec` then takes the budget off the spec the CLI is launched with (one
@@ -28,11 +30,13 @@ class TurnCredentials:
     def __init__(self, budget: float | None = None) -> None:
         self.proxy = ModelProxy(budget) if proxy_enabled() else None
         self.git = GitBroker()
+        self.mcp = McpBroker()
 
     def apply(self, spec: AgentSpec, secrets: Mapping[str, str], env: dict[str, str]) -> dict[str, str]:
         if self.proxy is not None:
             env = self.proxy.substitute(spec.harness, env)
-        return self.git.substitute(spec.repos, secrets, env)
+        env = self.git.substitute(spec.repos, secrets, env)
+        return self.mcp.substitute(spec, secrets, env)  # stdio MCP servers' secrets: started by the engine
 
     @property
     def metering(self) -> bool:
@@ -73,6 +77,7 @@ class TurnCredentials:
     async def start(self) -> None:
         """Serve the git broker now (its socket is made here) and the proxy in the background."""
         await self.git.start()
+        await self.mcp.start()
         if self.proxy is not None:
             self.proxy.start_soon()
 
@@ -80,3 +85,4 @@ class TurnCredentials:
         if self.proxy is not None:
             await self.proxy.aclose()
         await self.git.aclose()
+        await self.mcp.aclose()

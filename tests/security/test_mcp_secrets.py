@@ -1,0 +1,74 @@
+"""MCP secrets reach their server only: a stdio server with ``env_secrets`` is started by the engine
+(the harness's config names harness-run's launcher, which relays to it), so the harness, its config
+files and every process of the turn lack the canary — on the real CLIs, with the guards off."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_run import McpServer, SecurityPolicy
+from harness_run.testing import ScriptedModel, shell, text, tool_call
+
+from ._attacks import HARNESSES, MODELS, Canaries
+from .conftest import EngineFactory
+from .test_model_proxy import _secrets  # pyright: ignore[reportPrivateUsage]
+
+MARKER = Path(__file__).resolve().parents[1] / "runtime" / "mcp_marker_server.py"
+# the environment of every process of the turn's session (the CLI and all it started), the agent's
+# own, its parent's, and the harness's config files
+LOOK = (
+    "env; for p in $(ps -o pid= -s $(ps -o sid= -p $$)); do cat /proc/$p/environ 2>/dev/null; echo; done"
+    " | tr '\\0' '\\n'; cat /proc/$PPID/environ; cat $HOME/harness-run/* $HOME/.codex/config.toml 2>/dev/null;"
+    " cat $HOME/*/mcp.json $HOME/.claude*/mcp.json 2>/dev/null; ps -eo args"
+)
+MCP_TOOL = {"claude-code": "mcp__marker__make_marker", "opencode": "marker_make_marker"}
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_the_mcp_secret_reaches_its_server_and_nothing_else(
+    harness: str, make_engine: EngineFactory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    canaries = Canaries()
+    marker = tmp_path / "marker.json"
+    started = tmp_path / "started.txt"
+    wrapper = 'printf "%s" "$MARKER_TOKEN" | wc -c > "$0"; exec "$@"'
+    server = McpServer.stdio(
+        "marker",
+        "sh",
+        ["-c", wrapper, str(started), sys.executable, str(MARKER), str(marker)],
+        env_secrets={"MARKER_TOKEN": "MCP_SECRET"},
+    )
+    engine = make_engine(
+        harness=harness,
+        model=MODELS[harness],
+        mcp_servers=[server],
+        secrets=["MCP_SECRET"],
+        security_policy=SecurityPolicy(include_credential_guards=False),  # the routing alone
+    )
+    if harness in MCP_TOOL:  # Codex's model reaches MCP tools from code-mode only: started is checked
+        model.add(tool_call(MCP_TOOL[harness], {"note": "via the launcher"}))
+    model.add(shell(LOOK), text("done"))
+    secrets = {**_secrets(harness, model, canaries.model_key), "MCP_SECRET": canaries.mcp_secret}
+    session = engine.start_session()
+    result = await session.run("use the tool, then look around", secrets=secrets)
+    assert not result.is_error, result.error
+
+    assert started.read_text().strip() == str(len(canaries.mcp_secret))  # the server got it
+    if harness in MCP_TOOL:  # and its tool answered through the relay
+        assert json.loads(marker.read_text()) == {
+            "note": "via the launcher",
+            "token_set": True,
+            "token_len": len(canaries.mcp_secret),
+        }
+    looked = model.requests[-1].tool_results[-1]
+    assert "HARNESS_RUN_MCP_TOKEN=hrm-" in looked and "_mcp_launcher.py marker" in looked  # it looked
+    saw = "\n".join(json.dumps(r.body) for r in model.requests)
+    assert canaries.mcp_secret not in saw  # not in any process of the turn, nor in its files
+    assert "MARKER_TOKEN" not in looked
+    stored = "".join(e.model_dump_json() for e in session.events())
+    assert canaries.mcp_secret not in stored
