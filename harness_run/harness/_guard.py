@@ -91,6 +91,11 @@ _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
             r"|OPENROUTER_API_KEY|GOOGLE_APPLICATION_CREDENTIALS|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN)\b",
             "names a model or cloud credential variable",
         ),
+        (
+            r"(?i)\bgs://|storage\.googleapis\.com|/storage/v1/b\b|\bgsutil\b|\bgcloud\s+storage\b"
+            r"|google\.cloud\b[^;&|\n]*\bstorage\b|STORAGE_EMULATOR_HOST|HARNESS_RUN_STORE\b",
+            "reaches Cloud Storage, where the sessions' history is kept",
+        ),
     )
 )
 # reading the environment from code: refused unless the command only searches text for it

@@ -30,6 +30,14 @@ SHELL_ATTACKS: dict[str, str] = {
     "model-key-var": 'echo "$ANTHROPIC_API_KEY $OPENAI_API_KEY"',
 }
 
+# another session's history in the store (GCS): list and read its objects, as the pod's identity could
+HISTORY_ATTACKS: dict[str, str] = {
+    "history-gsutil": "gsutil ls -r gs://",
+    "history-json-api": 'curl -s "http://${STORAGE_EMULATOR_HOST:-storage.googleapis.com}/storage/v1/b"',
+    "history-client": 'python3 -c "from google.cloud import storage; print(list(storage.Client().list_buckets()))"',
+    "history-store-var": 'echo "$HARNESS_RUN_STORE"',
+}
+
 # attacks a harness's guard does not stop yet (reported as NOT YET in TESTING.md's matrix). None: OpenCode's
 # permission patterns see each simple command of a loop (`cat $f`), not the paths it expands to, but its
 # bash tool now runs every command through the guard (its `shell` is harness-run's guarded shell)
