@@ -45,6 +45,7 @@ __all__ = [
     "claude_files",
     "codex_files",
     "harness_files",
+    "mcp_proxy_env",
     "mcp_secret_env",
     "mcp_secret_values",
     "opencode_allowed_tools",
@@ -115,6 +116,18 @@ def _launched(
     return argv[0], [*argv[1:], server.name], {k: env.get(k, "") for k in _LAUNCH_VARS}
 
 
+def mcp_proxy_env(server_name: str) -> str:
+    """The env var carrying the model proxy's URL for a remote MCP server with ``header_secrets``."""
+    return f"HARNESS_RUN_MCPPROXY_{_NON_ALNUM.sub('_', server_name.upper())}"
+
+
+def _proxied(server: StdioMcpServer | RemoteMcpServer, env: Mapping[str, str] | None) -> str | None:
+    """The proxy's URL for a remote server whose secret headers the proxy adds, if the turn has one."""
+    if env is None or isinstance(server, StdioMcpServer) or not server.header_secrets:
+        return None
+    return env.get(mcp_proxy_env(server.name)) or None
+
+
 # --- Claude Code --------------------------------------------------------------------------------
 
 
@@ -139,10 +152,11 @@ def claude_files(
                 "env": {**server.env, **refs},
             }
         else:
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
             servers[server.name] = {
                 "type": server.transport,
-                "url": server.url,
-                "headers": {**server.headers, **refs},
+                "url": proxied or server.url,
+                "headers": dict(server.headers) if proxied else {**server.headers, **refs},
             }
     deny = list(dict.fromkeys([*spec.disallowed_tools, *claude_deny_rules(spec.security_policy)]))
     permissions: dict[str, Any] = {
@@ -212,10 +226,11 @@ def codex_files(
         elif isinstance(server, StdioMcpServer):
             table.update(_codex_stdio(server))
         else:
-            table["url"] = server.url
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
+            table["url"] = proxied or server.url
             if server.headers:
                 table["http_headers"] = dict(server.headers)
-            if server.header_secrets:
+            if server.header_secrets and not proxied:
                 table["env_http_headers"] = {k: mcp_secret_env(server.name, k) for k in server.header_secrets}
         disabled = _mcp_tools(spec.disallowed_tools, server.name)
         if disabled:
@@ -340,10 +355,11 @@ def opencode_files(
                 "enabled": True,
             }
         else:
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
             mcp[server.name] = {
                 "type": "remote",
-                "url": server.url,
-                "headers": {**server.headers, **refs},
+                "url": proxied or server.url,
+                "headers": dict(server.headers) if proxied else {**server.headers, **refs},
                 "enabled": True,
             }
     tools = {_opencode_tool(t): False for t in spec.disallowed_tools}

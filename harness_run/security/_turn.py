@@ -6,10 +6,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from harness_run.events import RunResult
+from harness_run.harness import mcp_proxy_env, mcp_secret_env
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
-from harness_run.spec import AgentSpec
+from harness_run.spec import AgentSpec, StdioMcpServer
 
 __all__ = ["TurnCredentials"]
 
@@ -35,8 +36,22 @@ class TurnCredentials:
     def apply(self, spec: AgentSpec, secrets: Mapping[str, str], env: dict[str, str]) -> dict[str, str]:
         if self.proxy is not None:
             env = self.proxy.substitute(spec.harness, env)
+            env = self._route_mcp(spec, env)
         env = self.git.substitute(spec.repos, secrets, env)
         return self.mcp.substitute(spec, secrets, env)  # stdio MCP servers' secrets: started by the engine
+
+    def _route_mcp(self, spec: AgentSpec, env: dict[str, str]) -> dict[str, str]:
+        """Remote MCP servers' secret headers → the proxy: the harness gets the proxy's URL (with a
+        per-turn token in its path) instead of the ``HARNESS_RUN_MCP_<SERVER>_<KEY>`` variables."""
+        assert self.proxy is not None
+        out = dict(env)
+        for server in spec.mcp_servers:
+            if isinstance(server, StdioMcpServer) or not server.header_secrets:
+                continue
+            names = {key: mcp_secret_env(server.name, key) for key in server.header_secrets}
+            headers = {key: out.pop(var) for key, var in names.items() if var in out}
+            out[mcp_proxy_env(server.name)] = self.proxy.mcp_route(server.url, headers)
+        return out
 
     @property
     def metering(self) -> bool:

@@ -31,7 +31,7 @@ def model() -> Iterator[ScriptedModel]:
 async def test_attacks_on_the_sandbox_runtime_are_refused(deployed: Deployed) -> None:
     canaries = Canaries()
     model, engine = deployed.model, deployed.engine
-    secrets = deployed.secrets(MY_TOKEN=canaries.hidden_secret)
+    secrets = deployed.secrets()  # (the module's spec declares MY_TOKEN as the agent's own: not passed)
     secrets["ANTHROPIC_API_KEY"] = canaries.model_key
     history = f"history-canary-{uuid.uuid4().hex[:10]}"
 
@@ -67,12 +67,12 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(deployed: Deployed) ->
     assert "hrp-" in dump and "ANTHROPIC_API_KEY" in dump  # the turn token in its place, not the key
 
     saw = "\n".join(json.dumps(r.body) for r in model.requests)
-    assert canaries.model_key not in saw and canaries.hidden_secret not in saw
+    assert canaries.model_key not in saw
     later = "\n".join(json.dumps(r.body) for r in model.requests[before:])
     assert history not in later  # the other session's history never reached the attacker's model
     bucket = deployed.store_url.removeprefix("gs://").split("/", 1)[0]
     objects = bucket_objects(bucket)
-    assert [c for c in (canaries.model_key, canaries.hidden_secret) if c.encode() in objects] == []
+    assert canaries.model_key.encode() not in objects
 
 
 def bucket_objects(bucket: str) -> bytes:
