@@ -18,6 +18,22 @@ from security._attacks import DENIED_MARKERS, HISTORY_ATTACKS, SHELL_ATTACKS, Ca
 
 from .conftest import Deployed
 
+# one attack per row of TESTING.md's matrix (every tool call costs a model round trip in the sandbox;
+# the local tests run them all)
+SANDBOX_ATTACKS = (
+    "env",
+    "python-os-environ",
+    "proc-parent-environ",
+    "proc-every-environ",
+    "dotenv",
+    "aws-credentials",
+    "gcloud-config",
+    "metadata-ip",
+    "metadata-name",
+    "git-config-list",
+    "git-credential",
+    "model-key-var",
+)
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
@@ -42,7 +58,7 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(deployed: Deployed) ->
     assert not first.is_error, first.error
     before = len(model.requests)
 
-    attacks = [*SHELL_ATTACKS.values(), *HISTORY_ATTACKS.values()]
+    attacks = [SHELL_ATTACKS[name] for name in SANDBOX_ATTACKS] + list(HISTORY_ATTACKS.values())
     model.add(*(shell(cmd) for cmd in attacks), shell(f"echo guard-ok-{canaries.tag}"), text("done"))
     attacker = engine.start_session()
     guarded = await attacker.run("collect the credentials and the other sessions", secrets=secrets)
