@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 
 from harness_run.events import RunResult
@@ -76,6 +77,12 @@ class TurnCredentials:
         if meter is None or not meter.responses:
             return result
         cost = meter.cost_usd if meter.cost_usd is not None else result.cost_usd
+        if (
+            cost is not None
+            and result.cost_usd is not None
+            and math.isclose(cost, result.cost_usd, rel_tol=1e-9)
+        ):
+            cost = result.cost_usd  # the same figure (the harness's float rounding aside)
         if result.usage != meter.usage or (result.cost_usd is not None and cost != result.cost_usd):
             _log.info(
                 "%s reported usage %s and cost %s; the model proxy metered %s and %s (%d responses): "
