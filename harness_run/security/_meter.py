@@ -66,8 +66,10 @@ def usage_of(raw: dict[str, Any]) -> Usage:
 class WireMeter:
     """One turn's metered usage and cost, and its budget."""
 
-    def __init__(self, budget: float | None = None) -> None:
+    def __init__(self, budget: float | None = None, model: str = "") -> None:
         self.budget = budget
+        self.model = model
+        """The model priced when neither request nor answer names one (Vertex AI: in the URL)."""
         self.usage = Usage()
         self.cost_usd: float | None = 0.0
         """USD so far; None once an answering model had no price (the cost is then unknown)."""
@@ -81,10 +83,10 @@ class WireMeter:
 
     def response(self, request_body: bytes, content_type: str) -> ResponseMeter:
         """A meter for one answer; ``request_body`` names the model asked for."""
-        model = ""
+        model = self.model
         if request_body[:1] == b"{":
             with contextlib.suppress(ValueError):
-                model = str(_dict(json.loads(request_body)).get("model") or "")
+                model = str(_dict(json.loads(request_body)).get("model") or model)
         return ResponseMeter(self, model, "event-stream" in content_type.lower())
 
     def add(self, model: str, usage: Usage) -> None:

@@ -165,7 +165,7 @@ class _ProxyRefusal(Exception):
 class ModelProxy:
     """A loopback HTTP proxy for one turn's model requests (see the module docstring)."""
 
-    def __init__(self, budget: float | None = None) -> None:
+    def __init__(self, budget: float | None = None, model: str = "") -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
@@ -183,7 +183,7 @@ class ModelProxy:
         self._starting: asyncio.Task[None] | None = None
         self._mcp: dict[str, _Route] = {}
         """Per-turn token in the path -> a remote MCP server's URL and its secret headers."""
-        self.meter = WireMeter(budget)
+        self.meter = WireMeter(budget, model)
         """Usage and cost of the answers, read from the wire; the turn's budget."""
         self.on_budget: Callable[[str], Awaitable[None]] | None = None
         """Called (with the reason) when a request is refused for the budget: stops the turn."""

@@ -29,8 +29,8 @@ class TurnCredentials:
     enforcement, the exact one), :meth:`on_budget` is how the proxy stops the turn, and
     :meth:`settle` puts the metered figures into the turn's result."""
 
-    def __init__(self, budget: float | None = None) -> None:
-        self.proxy = ModelProxy(budget) if proxy_enabled() else None
+    def __init__(self, budget: float | None = None, model: str = "") -> None:
+        self.proxy = ModelProxy(budget, model) if proxy_enabled() else None
         self.git = GitBroker()
         self.mcp = McpBroker()
 

@@ -261,7 +261,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         its model proxy and git broker: the harness gets turn tokens, not keys."""
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
-        creds = TurnCredentials(plan.spec.max_budget_usd)  # the proxy meters and enforces the budget
+        creds = TurnCredentials(plan.spec.max_budget_usd, plan.spec.model)  # metered, budget enforced
         try:
             return await self._locked_turn(session, run, plan, keeper, lock, creds)
         finally:
