@@ -1,10 +1,17 @@
 """Harness drivers, side by side: one module per harness CLI behind the ``HarnessDriver`` port."""
 
 from harness_run.harness._base import HarnessDriver, LaunchPlan, LineParser, TurnContext
-from harness_run.harness._files import harness_files, mcp_secret_env, mcp_secret_values
+from harness_run.harness._files import (
+    MCP_LAUNCHER_ENV,
+    harness_files,
+    mcp_proxy_env,
+    mcp_secret_env,
+    mcp_secret_values,
+)
 from harness_run.harness._sqlite import SQLITE_MAGIC, scrub_sqlite
 
 __all__ = [
+    "MCP_LAUNCHER_ENV",
     "SQLITE_MAGIC",
     "HarnessDriver",
     "LaunchPlan",
@@ -12,6 +19,7 @@ __all__ = [
     "TurnContext",
     "get_driver",
     "harness_files",
+    "mcp_proxy_env",
     "mcp_secret_env",
     "mcp_secret_values",
     "scrub_sqlite",

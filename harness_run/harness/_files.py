@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
@@ -40,9 +41,11 @@ from harness_run.spec import AgentSpec, RemoteMcpServer, StdioMcpServer
 
 __all__ = [
     "HARNESS_FILES",
+    "MCP_LAUNCHER_ENV",
     "claude_files",
     "codex_files",
     "harness_files",
+    "mcp_proxy_env",
     "mcp_secret_env",
     "mcp_secret_values",
     "opencode_allowed_tools",
@@ -68,13 +71,16 @@ def _secret_refs(server: StdioMcpServer | RemoteMcpServer) -> dict[str, str]:
     return dict(server.env_secrets if isinstance(server, StdioMcpServer) else server.header_secrets)
 
 
-def mcp_secret_values(spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:
-    """``{HARNESS_RUN_MCP_<SERVER>_<KEY>: rendered value}`` for every MCP secret reference.
+def mcp_secret_values(spec: AgentSpec, secrets: Mapping[str, str], *, stdio: bool = True) -> dict[str, str]:
+    """``{HARNESS_RUN_MCP_<SERVER>_<KEY>: rendered value}`` for every MCP secret reference (without
+    ``stdio``: the remote servers' headers only — stdio servers get theirs from the engine).
 
     Raises :class:`UsageError` naming the secret and the server when a referenced secret is missing.
     """
     values: dict[str, str] = {}
     for server in spec.mcp_servers:
+        if not stdio and isinstance(server, StdioMcpServer):
+            continue
         for key, ref in sorted(_secret_refs(server).items()):
             names = _PLACEHOLDER.findall(ref) or [ref]
             missing = [n for n in names if n not in secrets]
@@ -91,16 +97,54 @@ def mcp_secret_values(spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, 
     return values
 
 
+MCP_LAUNCHER_ENV: Final = "HARNESS_RUN_MCP_LAUNCHER"
+"""The stdio MCP launcher's argv (shell words) in the harness's environment, with
+``HARNESS_RUN_MCP_SOCKET`` and ``HARNESS_RUN_MCP_TOKEN`` (see ``harness_run.security.McpBroker``)."""
+_LAUNCH_VARS: Final = ("HARNESS_RUN_MCP_SOCKET", "HARNESS_RUN_MCP_TOKEN")
+
+
+def _launched(
+    server: StdioMcpServer | RemoteMcpServer, env: Mapping[str, str] | None
+) -> tuple[str, list[str], dict[str, str]] | None:
+    """(command, args, env) starting a stdio server with ``env_secrets`` through the engine's
+    launcher, when the turn's environment names one; the server's secrets never appear."""
+    if env is None or not isinstance(server, StdioMcpServer) or not server.env_secrets:
+        return None
+    argv = shlex.split(env.get(MCP_LAUNCHER_ENV, ""))
+    if not argv:
+        return None
+    return argv[0], [*argv[1:], server.name], {k: env.get(k, "") for k in _LAUNCH_VARS}
+
+
+def mcp_proxy_env(server_name: str) -> str:
+    """The env var carrying the model proxy's URL for a remote MCP server with ``header_secrets``."""
+    return f"HARNESS_RUN_MCPPROXY_{_NON_ALNUM.sub('_', server_name.upper())}"
+
+
+def _proxied(server: StdioMcpServer | RemoteMcpServer, env: Mapping[str, str] | None) -> str | None:
+    """The proxy's URL for a remote server whose secret headers the proxy adds, if the turn has one."""
+    if env is None or isinstance(server, StdioMcpServer) or not server.header_secrets:
+        return None
+    return env.get(mcp_proxy_env(server.name)) or None
+
+
 # --- Claude Code --------------------------------------------------------------------------------
 
 
-def claude_files(spec: AgentSpec, hook_command: str | None = None) -> dict[str, str]:
+def claude_files(
+    spec: AgentSpec, hook_command: str | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``mcp.json`` and ``settings.json``; ``hook_command`` is the guard (a ``PreToolUse`` hook for
-    every tool, see :mod:`harness_run.harness._policy`), added by the local driver at launch."""
+    every tool, see :mod:`harness_run.harness._policy`), added by the local driver at launch; ``env``
+    the turn's environment (stdio servers with secrets start through its MCP launcher)."""
     servers: dict[str, Any] = {}
     for server in spec.mcp_servers:
         refs = {k: f"${{{mcp_secret_env(server.name, k)}}}" for k in _secret_refs(server)}
-        if isinstance(server, StdioMcpServer):
+        launched = _launched(server, env)
+        if launched is not None:
+            command, args, launch_env = launched
+            servers[server.name] = {"type": "stdio", "command": command, "args": args, "env": launch_env}
+        elif isinstance(server, StdioMcpServer):
             servers[server.name] = {
                 "type": "stdio",
                 "command": server.command,
@@ -108,10 +152,11 @@ def claude_files(spec: AgentSpec, hook_command: str | None = None) -> dict[str, 
                 "env": {**server.env, **refs},
             }
         else:
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
             servers[server.name] = {
                 "type": server.transport,
-                "url": server.url,
-                "headers": {**server.headers, **refs},
+                "url": proxied or server.url,
+                "headers": dict(server.headers) if proxied else {**server.headers, **refs},
             }
     deny = list(dict.fromkeys([*spec.disallowed_tools, *claude_deny_rules(spec.security_policy)]))
     permissions: dict[str, Any] = {
@@ -139,7 +184,10 @@ _CODEX_PERMISSIONS: Final[dict[str, tuple[str, str]]] = {
 
 
 def codex_files(
-    spec: AgentSpec, settings: Mapping[str, Any] | None = None, hook_command: str | None = None
+    spec: AgentSpec,
+    settings: Mapping[str, Any] | None = None,
+    hook_command: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``config.toml`` for Codex. ``settings`` adds run-time keys (the local driver's model provider,
     instructions, …): scalars and lists go to the top level, dicts become tables (one level of
@@ -172,13 +220,17 @@ def codex_files(
         lines += ["hooks = true", "", *codex_hook_toml(hook_command)]
     for server in spec.mcp_servers:
         table: dict[str, Any] = {}
-        if isinstance(server, StdioMcpServer):
+        launched = _launched(server, env)
+        if launched is not None:
+            table.update(command=launched[0], args=launched[1], env=launched[2])
+        elif isinstance(server, StdioMcpServer):
             table.update(_codex_stdio(server))
         else:
-            table["url"] = server.url
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
+            table["url"] = proxied or server.url
             if server.headers:
                 table["http_headers"] = dict(server.headers)
-            if server.header_secrets:
+            if server.header_secrets and not proxied:
                 table["env_http_headers"] = {k: mcp_secret_env(server.name, k) for k in server.header_secrets}
         disabled = _mcp_tools(spec.disallowed_tools, server.name)
         if disabled:
@@ -277,14 +329,25 @@ _OPENCODE_PERMISSION_KEYS: Final = frozenset(
 )
 
 
-def opencode_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+def opencode_files(
+    spec: AgentSpec, settings: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``opencode.json`` for OpenCode. ``settings`` adds run-time keys (the local driver's provider,
     model, instructions, agent): dict values are merged one level deep into ours, others replace.
-    Without it the output is what the image bakes in."""
+    Without it the output is what the image bakes in. ``env``: as for :func:`claude_files`."""
     mcp: dict[str, Any] = {}
     for server in spec.mcp_servers:
         refs = {k: f"{{env:{mcp_secret_env(server.name, k)}}}" for k in _secret_refs(server)}
-        if isinstance(server, StdioMcpServer):
+        launched = _launched(server, env)
+        if launched is not None:
+            command, args, launch_env = launched
+            mcp[server.name] = {
+                "type": "local",
+                "command": [command, *args],
+                "environment": launch_env,
+                "enabled": True,
+            }
+        elif isinstance(server, StdioMcpServer):
             mcp[server.name] = {
                 "type": "local",
                 "command": [server.command, *server.args],
@@ -292,10 +355,11 @@ def opencode_files(spec: AgentSpec, settings: Mapping[str, Any] | None = None) -
                 "enabled": True,
             }
         else:
+            proxied = _proxied(server, env)  # the proxy adds the secret headers
             mcp[server.name] = {
                 "type": "remote",
-                "url": server.url,
-                "headers": {**server.headers, **refs},
+                "url": proxied or server.url,
+                "headers": dict(server.headers) if proxied else {**server.headers, **refs},
                 "enabled": True,
             }
     tools = {_opencode_tool(t): False for t in spec.disallowed_tools}

@@ -57,7 +57,7 @@ _SPLIT: Final = re.compile(r"\|\||&&|[;|&\n()`]|\$\(")
 _PATHS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
     (re.compile(p, re.I), why)
     for p, why in (
-        (r"/proc/[^\s'\"]*(environ|/mem\b)", "reads a process's environment or memory"),
+        (r"/proc/[^\s'\"]*(environ|/mem\b|/env|/e[*?\[])", "reads a process's environment or memory"),
         (r"(^|[\s/'\"=<>:])\.env(\.[\w.-]+)?(?=$|[\s'\";|&)<>])", "reads a .env file"),
         (r"\.aws/", "reads AWS credentials"),
         (r"\.config/gcloud|application_default_credentials", "reads Google Cloud credentials"),
@@ -90,6 +90,11 @@ _COMMANDS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
             r"\b(ANTHROPIC_API_KEY|ANTHROPIC_AUTH_TOKEN|CLAUDE_CODE_OAUTH_TOKEN|OPENAI_API_KEY|CODEX_API_KEY"
             r"|OPENROUTER_API_KEY|GOOGLE_APPLICATION_CREDENTIALS|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN)\b",
             "names a model or cloud credential variable",
+        ),
+        (
+            r"(?i)\bgs://|storage\.googleapis\.com|/storage/v1/b\b|\bgsutil\b|\bgcloud\s+storage\b"
+            r"|google\.cloud\b[^;&|\n]*\bstorage\b|STORAGE_EMULATOR_HOST|HARNESS_RUN_STORE\b",
+            "reaches Cloud Storage, where the sessions' history is kept",
         ),
     )
 )
@@ -268,10 +273,12 @@ def main(argv: list[str]) -> int:
     """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
     turns any other exit into 2."""
     rules = decode_rules(argv[1])
-    call = json.loads(sys.stdin.read() or "{}")
-    if not isinstance(call, dict):
+    text = sys.stdin.read()
+    shell = argv[2:3] == ["--shell"]  # OpenCode's guarded shell: the command itself on stdin
+    parsed = {"tool_name": "bash", "tool_input": {"command": text}} if shell else json.loads(text or "{}")
+    if not isinstance(parsed, dict):
         raise ValueError("the tool call is not a JSON object")
-    call = _any(call)
+    call = _any(parsed)
     tool_input = call.get("tool_input")
     reason = verdict(
         rules,

@@ -203,7 +203,7 @@ class CodexDriver:
         if _WEB_SEARCH & set(spec.disallowed_tools):
             settings["web_search"] = "disabled"
         hook = guard_command(spec.security_policy)
-        files[home / "config.toml"] = codex_files(spec, settings, hook_command=hook)["config.toml"]
+        files[home / "config.toml"] = codex_files(spec, settings, hook, ctx.env)["config.toml"]
 
         resuming = ctx.resume and ctx.native_session_id is not None
         argv = [self.locate(ctx.binary), "exec", *(["resume"] if resuming else [])]

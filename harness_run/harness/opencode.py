@@ -32,6 +32,7 @@ output schema: it goes into the instructions and the final text is parsed as JSO
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from harness_run.harness._base import JsonLinesParser, LaunchPlan, LineParser, T
 from harness_run.harness._files import opencode_allowed_tools, opencode_files, opencode_unmapped_tools
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
-from harness_run.harness._policy import refuse_policy
+from harness_run.harness._policy import opencode_guarded_shell, refuse_policy
 from harness_run.harness._sqlite import scrub_sqlite
 from harness_run.spec import AgentSpec
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL, PROVIDER_VARIABLES
@@ -193,7 +194,13 @@ class OpenCodeDriver:
             agent["prompt"] = spec.system_prompt.text
         if agent:
             settings["agent"] = {"build": agent}
-        files[ours / "opencode.json"] = opencode_files(spec, settings)["opencode.json"]
+        guarded = opencode_guarded_shell(
+            spec.security_policy, shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
+        )
+        if guarded is not None:  # the guard before every command of the bash tool (fail closed)
+            files[ours / "shell" / "bash"] = guarded
+            settings["shell"] = str(ours / "shell" / "bash")
+        files[ours / "opencode.json"] = opencode_files(spec, settings, ctx.env)["opencode.json"]
 
         argv = [self.locate(ctx.binary), "run", "--format", "json", "--pure", "--thinking", "-m", model]
         if spec.permission_mode == "bypassPermissions":

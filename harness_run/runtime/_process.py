@@ -211,6 +211,8 @@ class TurnProcess:
         for path, text in self._plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+            if text.startswith("#!"):
+                path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
         user = self._user
         if user is not None:
             await asyncio.to_thread(user.hand_over, *self._hand_over)
@@ -328,8 +330,9 @@ class TurnProcess:
             return False
         return True
 
-    async def stop(self, reason: StopReason = "interrupted") -> None:
-        self._stop_reason = reason
+    async def stop(self, reason: StopReason = "interrupted", note: str | None = None) -> None:
+        """Stop the turn's process group; the result gets ``reason`` (and ``note`` as its error)."""
+        self._stop_reason, self._stop_note = reason, note or self._stop_note
         if self._proc is not None and self._proc.returncode is None:
             self._resources = self._resources or sample_resources(self._proc.pid)
             await kill_tree(self._proc, grace=0.5, tag=self._tag)

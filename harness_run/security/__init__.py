@@ -5,6 +5,7 @@ Every runtime applies this layer the same way (the local engine and the in-image
 
 from harness_run.security._files import redact_tree
 from harness_run.security._git_broker import GitBroker
+from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
 from harness_run.security._secrets import (
     OPENROUTER_URL,
@@ -30,6 +31,7 @@ __all__ = [
     "DeltaRedactor",
     "EventRedactor",
     "GitBroker",
+    "McpBroker",
     "ModelProxy",
     "TurnCredentials",
     "agent_env",

@@ -28,11 +28,12 @@ import importlib
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run.security._meter import WireMeter
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ _HOP: Final = frozenset(
         "upgrade",
         "host",
         "content-length",
+        "accept-encoding",
     }
 )
 
@@ -163,7 +165,7 @@ class _ProxyRefusal(Exception):
 class ModelProxy:
     """A loopback HTTP proxy for one turn's model requests (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None, model: str = "") -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
@@ -179,6 +181,19 @@ class ModelProxy:
         self.dropped = 0
         """Requests whose endpoint dropped the connection (the harness's was dropped too)."""
         self._starting: asyncio.Task[None] | None = None
+        self._mcp: dict[str, _Route] = {}
+        """Per-turn token in the path -> a remote MCP server's URL and its secret headers."""
+        self.meter = WireMeter(budget, model)
+        """Usage and cost of the answers, read from the wire; the turn's budget."""
+        self.on_budget: Callable[[str], Awaitable[None]] | None = None
+        """Called (with the reason) when a request is refused for the budget: stops the turn."""
+        self.over_budget = 0
+        """Requests refused because the turn's cost had reached its budget."""
+
+    @property
+    def metering(self) -> bool:
+        """True when this turn's model requests go through the proxy (so it meters them)."""
+        return bool(self._routes)
 
     @property
     def tokens(self) -> list[str]:
@@ -252,9 +267,16 @@ class ModelProxy:
         out["CLAUDE_CODE_SKIP_VERTEX_AUTH"] = "1"
         return out
 
+    def mcp_route(self, url: str, headers: Mapping[str, str]) -> str:
+        """The proxy's URL for a remote MCP server: requests to it go to ``url`` with ``headers``
+        (the server's secret headers) added; the path carries a per-turn token."""
+        token = "hrm-" + secrets.token_urlsafe(24)
+        self._mcp[token] = _Route(url.rstrip("/"), tuple(headers.items()))
+        return f"http://127.0.0.1:{self.port}/mcp/{token}"
+
     async def start(self) -> None:
-        """Serve (only needed when :meth:`substitute` registered a route)."""
-        if self._runner is not None or not self._routes:
+        """Serve (only needed when :meth:`substitute` or :meth:`mcp_route` registered a route)."""
+        if self._runner is not None or not (self._routes or self._mcp):
             return
         await asyncio.to_thread(importlib.import_module, "aiohttp.web")  # ~0.4 s once, off the loop
         import aiohttp
@@ -273,7 +295,7 @@ class ModelProxy:
     def start_soon(self) -> None:
         """Start serving in the background: the port is bound already, so the harness can be spawned
         at once (its first requests wait in the backlog until aiohttp is up)."""
-        if self._routes and self._starting is None:
+        if (self._routes or self._mcp) and self._starting is None:
             self._starting = asyncio.ensure_future(self.start())
 
     async def aclose(self) -> None:
@@ -283,6 +305,7 @@ class ModelProxy:
             with contextlib.suppress(BaseException):
                 await self._starting
         self._routes.clear()
+        self._mcp.clear()
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
@@ -308,29 +331,54 @@ class ModelProxy:
                 return route
         return None
 
+    def _mcp_of(self, path: str) -> tuple[_Route, str] | None:
+        """(route, the rest of the path) for ``/mcp/<token>[/rest]``."""
+        token, _, rest = path.removeprefix("/mcp/").partition("/")
+        for known, route in self._mcp.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                return route, f"/{rest}" if rest else ""
+        return None
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
+        if request.path.startswith("/mcp/"):
+            found = self._mcp_of(request.path)
+            if found is None or self._client is None:
+                self.refused += 1
+                return web.json_response({"error": "harness-run proxy: no valid turn token"}, status=401)
+            route, rest = found
+            query = f"?{request.query_string}" if request.query_string else ""
+            return await self._forward(request, route.origin + rest + query, route.headers, metered=False)
         route, path = self._route_of(request.headers, request.rel_url.raw_path)
         if route is None or self._client is None:
             self.refused += 1
             return _refusal("harness-run model proxy: no valid turn token")
-        headers = [
-            (k, v)
-            for k, v in request.headers.items()
-            if k.lower() not in _HOP and k.lower() not in ("x-api-key", "authorization")
-        ]
-        headers += list(route.headers)
+        if self.meter.exhausted():
+            return await self._refuse_budget()
+        extra = route.headers
         if route.google is not None:
             try:
-                headers.append(await route.google.header())
+                extra = (*extra, await route.google.header())
             except _ProxyRefusal as exc:
                 self.refused += 1
                 return _refusal(f"harness-run model proxy: {exc}")
         self.requests += 1
-        body = await request.read()
         query = request.rel_url.raw_query_string
-        url = route.origin + path + (f"?{query}" if query else "")
+        return await self._forward(request, route.origin + path + (f"?{query}" if query else ""), extra)
+
+    async def _forward(
+        self, request: web.Request, url: str, extra: tuple[tuple[str, str], ...], *, metered: bool = True
+    ) -> web.StreamResponse:
+        """Send ``request`` to ``url`` with the ``extra`` (credential) headers instead of its own and
+        stream the answer back (metered: read by :attr:`meter` as it passes)."""
+        from aiohttp import web
+
+        assert self._client is not None
+        replaced = {k.lower() for k, _ in extra} | {"x-api-key", "authorization"}
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP | replaced]
+        headers += [*extra, ("accept-encoding", "identity")]  # nothing to decompress to meter it
+        body = await request.read()
         try:
             async with self._client.request(
                 request.method, url, headers=headers, data=body, allow_redirects=False
@@ -340,8 +388,16 @@ class ModelProxy:
                     if key.lower() not in _HOP:
                         answer.headers.add(key, value)
                 await answer.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await answer.write(chunk)
+                kind = upstream.headers.get("content-type", "")
+                meter = self.meter.response(body, kind) if metered else None  # MCP: no model usage
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        if meter is not None:
+                            meter.feed(chunk)
+                        await answer.write(chunk)
+                finally:
+                    if meter is not None:
+                        meter.close()  # a cut answer counts what it reported
                 await answer.write_eof()
                 return answer
         except (TimeoutError, OSError, _client_errors()):
@@ -352,6 +408,22 @@ class ModelProxy:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=502)
+
+    async def _refuse_budget(self) -> web.StreamResponse:
+        """The turn's cost has reached its budget: refuse (an error both APIs' clients read) and
+        stop the turn, naming the budget."""
+        from aiohttp import web
+
+        self.over_budget += 1
+        meter = self.meter
+        message = (
+            f"Reached maximum budget (${meter.budget:g}): the turn cost ${meter.cost_usd:.6g} over "
+            f"{meter.responses} model responses, so the model proxy refused the next request"
+        )
+        if self.on_budget is not None and self.over_budget == 1:
+            await self.on_budget(message)
+        error = {"type": "invalid_request_error", "code": "max_budget", "message": message}
+        return web.json_response({"type": "error", "error": error}, status=400)
 
 
 def _on(env: Mapping[str, str], name: str) -> bool:

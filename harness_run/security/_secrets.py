@@ -210,7 +210,7 @@ def agent_env(
     env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
     env.update(spec.env)
     env.update(exposed_secrets(spec, secrets))
-    env.update(mcp_secret_values(spec, secrets))
+    env.update(mcp_secret_values(spec, secrets, stdio=False))  # stdio servers: McpBroker
     env.update(git_auth_env(spec.repos, secrets))
     if spec.model_base_url and _ENDPOINT_VAR[spec.harness] not in secrets:
         env[_ENDPOINT_VAR[spec.harness]] = spec.model_base_url

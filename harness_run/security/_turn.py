@@ -2,33 +2,105 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
 
+from harness_run.events import RunResult
+from harness_run.harness import mcp_proxy_env, mcp_secret_env
 from harness_run.security._git_broker import GitBroker
+from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
-from harness_run.spec import AgentSpec
+from harness_run.spec import AgentSpec, StdioMcpServer
 
 __all__ = ["TurnCredentials"]
+
+_log = logging.getLogger("harness_run.security")
 
 
 class TurnCredentials:
     """Per turn: :meth:`apply` rewrites the harness's environment (model endpoint and key → the
-    proxy and a turn token; repository tokens → the credential helper), :meth:`start_soon` serves
-    both while the CLI starts, :meth:`aclose` ends them with the turn."""
+    proxy and a turn token; repository tokens → the credential helper; stdio MCP servers with
+    secrets → the launcher of :class:`McpBroker`), :meth:`start` serves them while the CLI starts,
+    :meth:`aclose` ends them with the turn.
 
-    def __init__(self, agent_uid: int | None = None) -> None:
-        """``agent_uid``: the harness runs as this other uid (the git socket is opened to it)."""
-        self.proxy = ModelProxy() if proxy_enabled() else None
+    The proxy meters the turn's model usage and cost from the wire and enforces ``budget`` (USD)
+    there: :meth:`launch_spec` then takes the budget off the spec the CLI is launched with (one
+    enforcement, the exact one), :meth:`on_budget` is how the proxy stops the turn, and
+    :meth:`settle` puts the metered figures into the turn's result.
+    ``agent_uid``: the harness runs as this other uid (the brokers' sockets are opened to it)."""
+
+    def __init__(self, budget: float | None = None, model: str = "", *, agent_uid: int | None = None) -> None:
+        self.proxy = ModelProxy(budget, model) if proxy_enabled() else None
         self.git = GitBroker(agent_uid)
+        self.mcp = McpBroker(agent_uid)
 
     def apply(self, spec: AgentSpec, secrets: Mapping[str, str], env: dict[str, str]) -> dict[str, str]:
         if self.proxy is not None:
             env = self.proxy.substitute(spec.harness, env)
-        return self.git.substitute(spec.repos, secrets, env)
+            env = self._route_mcp(spec, env)
+        env = self.git.substitute(spec.repos, secrets, env)
+        return self.mcp.substitute(spec, secrets, env)  # stdio MCP servers' secrets: started by the engine
+
+    def _route_mcp(self, spec: AgentSpec, env: dict[str, str]) -> dict[str, str]:
+        """Remote MCP servers' secret headers → the proxy: the harness gets the proxy's URL (with a
+        per-turn token in its path) instead of the ``HARNESS_RUN_MCP_<SERVER>_<KEY>`` variables."""
+        assert self.proxy is not None
+        out = dict(env)
+        for server in spec.mcp_servers:
+            if isinstance(server, StdioMcpServer) or not server.header_secrets:
+                continue
+            names = {key: mcp_secret_env(server.name, key) for key in server.header_secrets}
+            headers = {key: out.pop(var) for key, var in names.items() if var in out}
+            out[mcp_proxy_env(server.name)] = self.proxy.mcp_route(server.url, headers)
+        return out
+
+    @property
+    def metering(self) -> bool:
+        """True when the turn's model requests go through the proxy (after :meth:`apply`)."""
+        return self.proxy is not None and self.proxy.metering
+
+    def launch_spec(self, spec: AgentSpec) -> AgentSpec:
+        """The spec the CLI runs with: without ``max_budget_usd`` when the proxy enforces it."""
+        if self.metering and spec.max_budget_usd is not None:
+            return spec.model_copy(update={"max_budget_usd": None})
+        return spec
+
+    def on_budget(self, stop: Callable[[str], Awaitable[None]]) -> None:
+        """``stop(reason)`` ends the turn when the proxy refuses a request for the budget."""
+        if self.proxy is not None:
+            self.proxy.on_budget = stop
+
+    def settle(self, result: RunResult) -> RunResult:
+        """``result`` with the usage and cost the proxy metered, when it metered any: the wire is
+        what the endpoint bills. A harness figure that differs is logged and replaced."""
+        meter = self.proxy.meter if self.proxy is not None else None
+        if meter is None or not meter.responses:
+            return result
+        cost = meter.cost_usd if meter.cost_usd is not None else result.cost_usd
+        if (
+            cost is not None
+            and result.cost_usd is not None
+            and math.isclose(cost, result.cost_usd, rel_tol=1e-9)
+        ):
+            cost = result.cost_usd  # the same figure (the harness's float rounding aside)
+        if result.usage != meter.usage or (result.cost_usd is not None and cost != result.cost_usd):
+            _log.info(
+                "%s reported usage %s and cost %s; the model proxy metered %s and %s (%d responses): "
+                "the result has the proxy's figures",
+                result.harness or "the harness",
+                dict(result.usage),
+                result.cost_usd,
+                dict(meter.usage),
+                cost,
+                meter.responses,
+            )
+        return result.model_copy(update={"usage": meter.usage, "cost_usd": cost})
 
     async def start(self) -> None:
         """Serve the git broker now (its socket is made here) and the proxy in the background."""
         await self.git.start()
+        await self.mcp.start()
         if self.proxy is not None:
             self.proxy.start_soon()
 
@@ -36,3 +108,4 @@ class TurnCredentials:
         if self.proxy is not None:
             await self.proxy.aclose()
         await self.git.aclose()
+        await self.mcp.aclose()

@@ -306,7 +306,8 @@ async def test_an_mcp_server_is_started_with_its_secret_and_a_skill_is_listed(
     assert started.read_text().strip() == str(len(token))
     home = workdir / "sessions" / session.session_id / "home" / ".codex"
     config = tomllib.loads((home / "config.toml").read_text())
-    assert config["mcp_servers"]["marker"]["env_vars"] == ["HARNESS_RUN_MCP_MARKER_MARKER_TOKEN"]
+    launched = config["mcp_servers"]["marker"]  # the launcher: the engine starts the server
+    assert launched["args"][-2:] == [str(_mcp_launcher_path()), "marker"] and "env_vars" not in launched
     assert token not in (home / "config.toml").read_text()
     assert token.encode() not in b"".join(store_contents(workdir).values())
     assert (home / "skills" / "zebra-counter" / "SKILL.md").is_file()
@@ -579,3 +580,9 @@ def test_an_unpriced_model_gets_a_cost_unknown_event(tmp_path: Path) -> None:
     parser = CodexDriver().parser(turn_context(tmp_path, "codex", "gpt-unpriced-1"))
     events = parser.feed(json.dumps({"type": "thread.started", "thread_id": "t-1"}))
     assert [type(e) for e in events if isinstance(e, StatusEvent)] == [StartedEvent, CostUnknownEvent]
+
+
+def _mcp_launcher_path() -> Path:
+    import harness_run.security
+
+    return Path(harness_run.security.__file__).with_name("_mcp_launcher.py")

@@ -16,6 +16,8 @@ SHELL_ATTACKS: dict[str, str] = {
     "proc-self-environ": "cat /proc/self/environ | tr '\\0' '\\n'",
     "proc-parent-environ": "cat /proc/$PPID/environ",
     "proc-every-environ": "for f in /proc/[0-9]*/environ; do cat $f 2>/dev/null; done | base64",
+    "proc-glob-environ": 'for f in /proc/*/env*; do cat "$f"; done 2>/dev/null | base64 -w0',
+    "proc-pid-loop": "for p in $(ls /proc | grep -E '^[0-9]+$'); do cat /proc/$p/e?viron; done | base64",
     "python-os-environ": 'python3 -c "import os; print(dict(os.environ))"',
     "dotenv": "cat .env",
     "aws-credentials": "cat ~/.aws/credentials",
@@ -28,9 +30,18 @@ SHELL_ATTACKS: dict[str, str] = {
     "model-key-var": 'echo "$ANTHROPIC_API_KEY $OPENAI_API_KEY"',
 }
 
-# attacks a harness's guard does not stop yet (reported as NOT YET in TESTING.md's matrix): OpenCode's
-# permission patterns see each simple command of a loop (`cat $f`), not the paths it expands to
-KNOWN_GAPS: dict[str, frozenset[str]] = {"opencode": frozenset({"proc-every-environ"})}
+# another session's history in the store (GCS): list and read its objects, as the pod's identity could
+HISTORY_ATTACKS: dict[str, str] = {
+    "history-gsutil": "gsutil ls -r gs://",
+    "history-json-api": 'curl -s "http://${STORAGE_EMULATOR_HOST:-storage.googleapis.com}/storage/v1/b"',
+    "history-client": 'python3 -c "from google.cloud import storage; print(list(storage.Client().list_buckets()))"',
+    "history-store-var": 'echo "$HARNESS_RUN_STORE"',
+}
+
+# attacks a harness's guard does not stop yet (reported as NOT YET in TESTING.md's matrix). None: OpenCode's
+# permission patterns see each simple command of a loop (`cat $f`), not the paths it expands to, but its
+# bash tool now runs every command through the guard (its `shell` is harness-run's guarded shell)
+KNOWN_GAPS: dict[str, frozenset[str]] = {}
 
 # tools other than the shell: (harness, tool name, input) -> refused (web fetch, sub-agents)
 TOOL_ATTACKS: dict[str, list[tuple[str, dict[str, object]]]] = {

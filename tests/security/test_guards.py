@@ -242,7 +242,7 @@ async def test_the_real_cli_refuses_every_attack_and_no_canary_reaches_the_model
 
 
 @pytest.mark.harness
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("harness", HARNESSES)  # OpenCode: through its guarded shell
 async def test_a_crashing_guard_denies_on_the_real_cli(
     harness: str,
     make_engine: EngineFactory,

@@ -251,7 +251,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
         user = self._workspaces.user_for(paths)
-        creds = TurnCredentials(user.uid if user is not None else None)
+        creds = TurnCredentials(  # metered, budget enforced; sockets opened to the agent's uid
+            plan.spec.max_budget_usd, plan.spec.model, agent_uid=user.uid if user is not None else None
+        )
         try:
             return await self._locked_turn(session, run, plan, keeper, lock, creds)
         finally:
@@ -290,12 +292,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         try:
 
             def waiting(holder: str) -> None:
-                emit(
-                    SetupEvent(
-                        step=f"waiting for the workspace {lock.path.parent}: "
-                        f"{holder or 'another turn'} is using it"
-                    )
-                )
+                who = holder or "another turn"
+                emit(SetupEvent(step=f"waiting for the workspace {lock.path.parent}: {who} is using it"))
 
             await lock.acquire(waiting)
             with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
@@ -311,6 +309,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 user=user,
                 hand_over=(ctx.workspace, ctx.home),
             )
+            creds.on_budget(functools.partial(process.stop, "max_budget"))
 
             async def steer(text: str, message_id: str) -> bool:
                 payload = driver.steer(text)
@@ -321,7 +320,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer)
             with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
-                result = await process.run()
+                result = creds.settle(await process.run())
             tools.close()
             result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
@@ -356,7 +355,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             env = creds.apply(spec, secrets, env)
             await creds.start()
         ctx = TurnContext(
-            spec=spec,
+            spec=creds.launch_spec(spec) if creds is not None else spec,
             prompt=run.prompt,
             session_id=record.session_id,
             turn=run.turn,
