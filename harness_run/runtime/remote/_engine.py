@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from harness_run.compiler import SHORT_DIGEST_LEN
 from harness_run.errors import (
@@ -80,6 +80,11 @@ class WorkerEngine(EngineBase):
         self.claims = claims
         self._on_close: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {}
         """Sessions to commit (and push) on close: their last turn's secrets and turn config, in memory."""
+        self.pool_after: float | None = None
+        """Branch pooling across sandboxes (``ClaimOptions.pool_after``; the sandbox runtime sets it).
+        None: none here (the container runtime's workspaces are pooled in the host workdir)."""
+        self._pool_keys: dict[str, str] = {}
+        """The (remote, branch) key of each session that ran a turn here with its own workspace."""
 
     @property
     def name(self) -> str:
@@ -150,6 +155,7 @@ class WorkerEngine(EngineBase):
             )
 
     async def _close_session(self, session_id: str) -> None:
+        self._pool_keys.pop(session_id, None)
         error = await self._deliver(session_id)
         claim = self.claims.held(session_id)
         if claim is not None:
@@ -181,6 +187,7 @@ class WorkerEngine(EngineBase):
     def _delete_workspace(self, session_id: str) -> None:
         """The session's containers/sandboxes go (its workspace lives only there), held or left."""
         self._on_close.pop(session_id, None)
+        self._pool_keys.pop(session_id, None)
         self.claims.forget_now(session_id)
 
     # --- turns (TurnBackend) ---------------------------------------------------------------------
@@ -241,8 +248,17 @@ class WorkerEngine(EngineBase):
         renewing = asyncio.ensure_future(self._renew_lease(sid, run.turn))
         try:
             with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
+                key = self._pool_key(session, plan)
+                # only a session with nothing to restore takes over another's workspace (as local)
+                if key is not None and self.claims.held(sid) is None and session.record.snapshot is None:
+                    donor = await asyncio.to_thread(self._idle_donor, key, sid)
+                    if donor is not None and await self.claims.lend(donor, sid) is not None:
+                        claiming.set(lent_by=donor)
                 claim = await self.claims.acquire(sid)
                 claiming.set(sandbox=claim.name)
+                if key is not None:
+                    self._pool_keys[sid] = key
+                    claim.linger = 0.0 if sid in self._on_close else self.pool_after or 0.0
             from harness_run.runtime.remote._protocol import TurnRequest
 
             request = TurnRequest(
@@ -286,6 +302,38 @@ class WorkerEngine(EngineBase):
             exc = InfrastructureError(f"the worker at {claim.url if claim else '?'} ended the stream early")
             return await self._fail(session, run, plan, claim, exc, values, started)
         return TurnOutcome(run.result, await asyncio.to_thread(self._reload, sid, run.turn))
+
+    def _pool_key(self, session: Session, plan: TurnPlan) -> str | None:
+        """The session's (remote, branch) pooling key when its sandbox may be lent or borrowed."""
+        if self.pool_after is None or not plan.spec.repos:
+            return None
+        config = session.record.config
+        workspace: object = config.get("workspace")
+        if isinstance(workspace, dict) and cast("dict[str, object]", workspace).get("mode") == "shared":
+            return None
+        from harness_run.runtime.local import pool_key
+
+        branch = config.get("branch")
+        return pool_key(self.name, plan.spec, branch if isinstance(branch, str) else None)
+
+    def _idle_donor(self, key: str, session_id: str) -> str | None:
+        """A session of this process whose sandbox holds an idle workspace for ``key``: its claim
+        is held and unused, no turn of it runs, no ``on_close`` work is pending, and its last change
+        is at least ``pool_after`` seconds old (the local runtime's meaning of idle; the worker then
+        checks the checkout is clean and pushed, else it clones). Blocking (store reads)."""
+        pool_after = self.pool_after or 0.0
+        for donor, donor_key in list(self._pool_keys.items()):
+            claim = self.claims.held(donor)
+            if donor == session_id or donor_key != key or claim is None or claim.busy or claim.broken:
+                continue
+            held = self._sessions.get(donor)
+            if donor in self._on_close or (held is not None and held.status == "running"):
+                continue
+            record = self.store.get_session(donor)
+            if record is None or record.status == "running" or time.time() - record.updated_at < pool_after:
+                continue
+            return donor
+        return None
 
     async def _mirror(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
         """Mirror the worker's event stream into ``run`` until the result, while watching the

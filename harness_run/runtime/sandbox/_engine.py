@@ -50,6 +50,7 @@ class SandboxEngine(WorkerEngine):
             router_url=options.router_url,
         )
         super().__init__(record, store=store, claims=claims)
+        self.pool_after = options.pool_after
 
     @property
     def namespace(self) -> str:
