@@ -143,6 +143,15 @@ class WorkerEngine(EngineBase):
         if errors:
             raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
 
+    def _drop_pending(self) -> None:
+        self._on_close.clear()
+
+    async def _kill(self) -> None:
+        """``aclose(kill=True)``: the sandboxes/containers go first (their workers and the turns'
+        processes with them), nothing is committed on close; the turns are then cancelled here."""
+        self._drop_pending()
+        await self.claims.close()
+
     def _release_now(self) -> None:
         pending, self._on_close = sorted(self._on_close), {}
         self.claims.release_now()
@@ -383,8 +392,9 @@ class WorkerEngine(EngineBase):
     ) -> SessionRecord | None:
         """The awaiting task was cancelled: interrupt the worker's turn and mirror its last events
         (the worker stores the interrupted result); if that cannot be had, end the turn here.
-        Returns the session's record after the turn."""
-        if claim is not None:
+        Returns the session's record after the turn. Killed (``aclose(kill=True)``): its sandbox is
+        gone already, so the turn ends here at once."""
+        if claim is not None and not self._killed:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._interrupt_and_drain(run, claim, turn_id, values), 30)
         if run.result is None:
