@@ -269,8 +269,11 @@ def test_the_sandbox_runtime_refuses_host_directories_and_shared_workspaces(tmp_
     engine = sandbox.get_engine("remote", project="my-project", location="us-central1", store=store)
     with pytest.raises(UsageError, match=r"workspace.host_dir .* not available on the sandbox runtime"):
         engine.start_session({"workspace": {"host_dir": str(tmp_path)}})
-    with pytest.raises(UsageError, match=r"workspace.mode='shared' is not available on the sandbox runtime"):
+    with pytest.raises(
+        UsageError, match=r"workspace.mode='shared' is not available on the sandbox runtime"
+    ) as no:
         engine.start_session({"workspace": {"mode": "shared"}})
+    assert "local.deploy()" in str(no.value) and "isolation='container'" in str(no.value)  # where it is
     assert engine.list_sessions() == []
     engine.close()
     store.close()

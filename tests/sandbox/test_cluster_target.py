@@ -152,6 +152,8 @@ def test_option_objects_are_checked() -> None:
         sandbox.ClaimOptions(idle_ttl=-1)
     with pytest.raises(UsageError, match="claim_timeout"):
         sandbox.ClaimOptions(claim_timeout=0)
+    with pytest.raises(UsageError, match=r"pool_after must be seconds >= 0"):
+        sandbox.ClaimOptions(pool_after=float("nan"))
     with pytest.raises(UsageError, match="router_url"):
         sandbox.ClaimOptions(router_url="sandbox-router:8080")
     assert sandbox.ClusterTarget.of("agents") == sandbox.ClusterTarget(name="agents")

@@ -131,9 +131,10 @@ class WorkerEngine(EngineBase):
         options = super()._check_workspace(options)  # host directories: refused unless overridden
         if options.mode == "shared":
             raise UsageError(
-                f"workspace.mode='shared' is not available on the {self.runtime} runtime: each session "
-                "runs in a sandbox of its own; use local.deploy() for shared workspaces, or give each "
-                "session its own branch"
+                f"workspace.mode='shared' is not available on the {self.runtime} runtime (each session "
+                "runs in a sandbox of its own); shared workspaces are on the local runtime "
+                "(local.deploy()) and the container runtime (local.deploy(isolation='container')); "
+                "or give each session its own branch"
             )
         return options
 
