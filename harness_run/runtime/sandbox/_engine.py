@@ -24,6 +24,7 @@ class SandboxEngine(WorkerEngine):
     its sessions claim sandboxes as ``options`` (:class:`ClaimOptions`) say."""
 
     runtime = "sandbox"
+    shares_sandboxes = True
     claims: ClaimPool
 
     def __init__(
