@@ -108,6 +108,7 @@ class Run:
                 await self._kill()
             await asyncio.wait({task}, timeout=grace)
         if not task.done():
+            await asyncio.sleep(0)  # a task cancelled before its first step would store nothing
             task.cancel()
             await asyncio.wait({task})
 

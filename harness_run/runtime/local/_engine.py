@@ -290,11 +290,11 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         started = time.monotonic()
         record = session.record
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
-        await asyncio.to_thread(keeper.beat)  # the prompt is in the store before anything starts
         driver = get_driver(spec.harness)
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
+            await asyncio.to_thread(keeper.beat)  # the prompt is in the store before anything starts
 
             def waiting(holder: str) -> None:
                 emit(
