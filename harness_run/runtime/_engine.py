@@ -321,11 +321,11 @@ class EngineBase(ABC):
         stored; no ``on_close`` commit or push. It also works on an engine already closing."""
         self._closed = True
         loop = asyncio.get_running_loop()
-        if kill and not self._killed:
+        if self._closing is None:
+            self._closing = loop.create_task(self._shutdown(kill))
+        elif kill and not self._killed:  # a plain close is winding down: end everything now
             self._killed = True
             await self._kill_all()
-        if self._closing is None:
-            self._closing = loop.create_task(self._shutdown())
         if self._closing.done() or self._closing.get_loop() is loop:
             await asyncio.shield(self._closing)
 
@@ -343,7 +343,7 @@ class EngineBase(ABC):
             loop = None
         if loop is not None and self._running_turns():
             if self._closing is None:
-                self._closing = loop.create_task(self.aclose(kill=kill))
+                self._closing = loop.create_task(self._shutdown(kill))
                 self._closing.add_done_callback(_retrieve)
             return
         if kill:  # no turn runs here: dropping on_close work leaves the blocking release below
@@ -387,7 +387,10 @@ class EngineBase(ABC):
     def _drop_pending(self) -> None:  # noqa: B027 (an optional hook)
         """Forget the sessions' ``on_close`` work (killed: nothing is committed or pushed)."""
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, kill: bool = False) -> None:
+        if kill and not self._killed:
+            self._killed = True
+            await self._kill_all()
         runs = [s.current_run for s in list(self._sessions.values())]
         live = [run for run in runs if run is not None and not run.done]
         await asyncio.gather(*(run.stop(STOP_GRACE) for run in live), return_exceptions=True)
