@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,7 +34,7 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
-from harness_run.runtime.remote._slots import shared_slot
+from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
 from harness_run.security import redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
@@ -65,8 +66,7 @@ class WorkerEngine(EngineBase):
     runtime = "sandbox"
     """The ``EngineRecord.runtime`` of this engine's versions."""
     shares_sandboxes = False
-    """Sessions in ``workspace.mode="shared"`` share one sandbox per branch (the sandbox runtime;
-    the container runtime shares workspaces in the host workdir instead)."""
+    """Shared sessions share one sandbox per branch (sandbox runtime; container: the host workdir)."""
 
     def __init__(
         self,
@@ -85,12 +85,9 @@ class WorkerEngine(EngineBase):
         self._on_close: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {}
         """Sessions to commit (and push) on close: their last turn's secrets and turn config, in memory."""
         self.pool_after: float | None = None
-        """Branch pooling across sandboxes (``ClaimOptions.pool_after``; the sandbox runtime sets it).
-        None: none here (the container runtime's workspaces are pooled in the host workdir)."""
-        self._pool_keys: dict[str, str] = {}
-        """The (remote, branch) key of each session that ran a turn here with its own workspace."""
-        self._gates: dict[str, asyncio.Lock] = {}
-        """Shared sandboxes (slots, see ``_slots.py``) -> the lock their sessions' turns take turns by."""
+        """``ClaimOptions.pool_after`` (sandbox runtime); None: no lending (container: host workdir)."""
+        self._pool_keys: dict[str, str] = {}  # session -> its (remote, branch) key (_slots.py)
+        self._gates: dict[str, asyncio.Lock] = {}  # shared slot -> the lock its turns take turns by
 
     @property
     def name(self) -> str:
@@ -143,8 +140,7 @@ class WorkerEngine(EngineBase):
         self._on_close.clear()
 
     async def _kill(self) -> None:
-        """``aclose(kill=True)``: the sandboxes/containers go first (their workers and the turns'
-        processes with them), nothing is committed on close; the turns are then cancelled here."""
+        """``aclose(kill=True)``: nothing committed; the sandboxes go first (their turns with them)."""
         self._drop_pending()
         await self.claims.close()
 
@@ -315,46 +311,22 @@ class WorkerEngine(EngineBase):
         record = held.record if held is not None else self.store.get_session(session_id)
         return (shared_slot(self.name, record.config) if record is not None else None) or session_id
 
-    def _pool_key(self, session: Session, plan: TurnPlan) -> str | None:
-        """The session's (remote, branch) pooling key when its sandbox may be lent or borrowed."""
-        if self.pool_after is None or not plan.spec.repos:
-            return None
-        config = session.record.config
-        if shared_slot(self.name, config) is not None:
-            return None
-        from harness_run.runtime.local import pool_key
-
-        branch = config.get("branch")
-        return pool_key(self.name, plan.spec, branch if isinstance(branch, str) else None)
-
-    def _idle_donor(self, key: str, session_id: str) -> str | None:
-        """A session of this process whose sandbox holds an idle workspace for ``key``: its claim
-        is held and unused, no turn of it runs, no ``on_close`` work is pending, and its last change
-        is at least ``pool_after`` seconds old (the local runtime's meaning of idle; the worker then
-        checks the checkout is clean and pushed, else it clones). Blocking (store reads)."""
-        pool_after = self.pool_after or 0.0
-        for donor, donor_key in list(self._pool_keys.items()):
-            claim = self.claims.held(donor)
-            if donor == session_id or donor_key != key or claim is None or claim.busy or claim.broken:
-                continue
-            held = self._sessions.get(donor)
-            if donor in self._on_close or (held is not None and held.status == "running"):
-                continue
-            record = self.store.get_session(donor)
-            if record is None or record.status == "running" or time.time() - record.updated_at < pool_after:
-                continue
-            return donor
-        return None
-
     async def _claim(self, session: Session, run: Run, plan: TurnPlan, slot: str) -> Claim:
         """The sandbox for the turn: the one held for ``slot``, else an idle one of another session
         on the same (remote, branch) (branch pooling), else a new claim."""
         sid = session.session_id
         with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
-            key = self._pool_key(session, plan)
+            key = (
+                None if self.pool_after is None else pool_key_of(self.name, session.record.config, plan.spec)
+            )
             # only a session with nothing to restore takes over another's workspace (as local)
             if key is not None and self.claims.held(sid) is None and session.record.snapshot is None:
-                donor = await asyncio.to_thread(self._idle_donor, key, sid)
+                busy = {
+                    *self._on_close,
+                    *(s for s, held in self._sessions.items() if held.status == "running"),
+                }
+                find = functools.partial(idle_donor, key, sid, self._pool_keys, busy, self.claims, self.store)
+                donor = await asyncio.to_thread(find, self.pool_after or 0.0)
                 if donor is not None and await self.claims.lend(donor, sid) is not None:
                     claiming.set(lent_by=donor)
             claim = await self.claims.acquire(slot)
