@@ -13,15 +13,20 @@ Two measures, one labelled number per line, medians of ``--runs``:
 
 With ``--container`` the whole-turn measure runs on the container runtime too (each session in its
 own container of the compiled image; needs DOCKER_HOST, the base image and PIP_CERT, as the docker
-tests): there the pooled workspace is taken over from another session's container.
+tests): there the pooled workspace is taken over from another session's container. With
+``--sandbox`` it runs on the sandbox runtime of the test cluster too (Kubernetes API emulator, test
+controller, fake-gcs-server, the local registry: HARNESS_RUN_TEST_REGISTRY as well): there the
+pooled session takes over the earlier session's sandbox and its checkout; the fresh one claims a
+warm sandbox and clones.
 
-    python benchmarks/workspace_pool.py [--files 2000] [--runs 3] [--smoke] [--container]
+    python benchmarks/workspace_pool.py [--files 2000] [--runs 3] [--smoke] [--container] [--sandbox]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -29,6 +34,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -95,19 +101,70 @@ def _container_options() -> dict[str, object]:
     }
 
 
+def _sandbox_engine(spec: AgentSpec, stack: contextlib.ExitStack) -> Any:
+    """``spec`` deployed on the test cluster (torn down with ``stack``), lending at once."""
+    import docker
+    from testkit.cluster import ClusterEmulator, SandboxController
+
+    from harness_run import sandbox
+    from harness_run.testing import FakeGcsServer
+
+    registry, ca = os.environ.get("HARNESS_RUN_TEST_REGISTRY"), os.environ.get("PIP_CERT")
+    if not registry or not os.environ.get("DOCKER_HOST") or not ca:
+        raise SystemExit(
+            '--sandbox needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY and PIP_CERT: eval "$(scripts/services env)"'
+        )
+    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=600)
+    gcs = stack.enter_context(FakeGcsServer())
+    os.environ.update(gcs.env)
+    cluster = stack.enter_context(ClusterEmulator())
+    labels = {"org.harness-run.bench": uuid.uuid4().hex[:12]}
+    controller = SandboxController(cluster, client, extra_env=dict(gcs.env), labels=labels)
+    stack.callback(controller.stop)
+    return sandbox.deploy(
+        spec,
+        project="bench-project",
+        location="us-central1",
+        cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
+        image=sandbox.ImageOptions(
+            base_image=os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
+            ca_files=[ca],
+            build_network="host",
+            registry=f"{registry}/hr-bench",
+        ),
+        pods=sandbox.PodOptions(runtime_class=None),
+        claims=sandbox.ClaimOptions(idle_ttl=600.0, pool_after=0.0),
+        store=f"gs://{gcs.create_bucket('hr-bench-' + uuid.uuid4().hex[:8])}/hr",
+        docker_client=client,
+    )
+
+
 async def first_turns(
-    url: str, token: str, model_url: str, runs: int, container: bool = False
+    url: str, token: str, model_url: str, runs: int, runtime: str = "local"
 ) -> dict[str, list[float]]:
     """Whole first turns of new sessions: fresh clone vs a taken-over idle workspace."""
     spec = AgentSpec(
-        name="bench-pool", harness="claude-code", model=MODEL, repos=[RepoSource.git(url, auth="T")]
+        name="bench-pool",
+        harness="claude-code",
+        model=MODEL,
+        repos=[RepoSource.git(url, auth="T")],
+        checkpoint=runtime == "sandbox",
     )
     secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench", "T": token}
     out: dict[str, list[float]] = {
         k: [] for k in ("fresh_start", "fresh_turn", "pooled_start", "pooled_turn")
     }
-    options = _container_options() if container else {}
-    engine = local.deploy(spec, workdir=scratch("turns-"), pool_after=0, **options)  # pyright: ignore[reportArgumentType]
+    with contextlib.ExitStack() as stack:
+        if runtime == "sandbox":
+            engine = _sandbox_engine(spec, stack)
+        else:
+            options = _container_options() if runtime == "container" else {}
+            engine = local.deploy(spec, workdir=scratch("turns-"), pool_after=0, **options)  # pyright: ignore[reportArgumentType]
+        await _turns(engine, runs, secrets, out)
+    return out
+
+
+async def _turns(engine: Any, runs: int, secrets: dict[str, str], out: dict[str, list[float]]) -> None:
     async with engine:
         for run in range(runs):
             for kind in ("fresh", "pooled"):
@@ -128,7 +185,6 @@ async def first_turns(
                     raise SystemExit(f"{kind} turn did not {expected!r}: {steps}")
                 out[f"{kind}_start"].append(started or total)
                 out[f"{kind}_turn"].append(total)
-    return out
 
 
 def main() -> None:
@@ -137,6 +193,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="200 files, one run")
     parser.add_argument("--container", action="store_true", help="also whole turns on the container runtime")
+    parser.add_argument(
+        "--sandbox", action="store_true", help="also whole turns on the test cluster's sandboxes"
+    )
     args = parser.parse_args()
     files, runs = (200, 1) if args.smoke else (args.files, args.runs)
     token = f"bench-{uuid.uuid4().hex[:12]}"
@@ -148,9 +207,10 @@ def main() -> None:
         with scripted_model() as model_url:
             turns = asyncio.run(first_turns(url, token, model_url, runs))
             boxed = (
-                asyncio.run(first_turns(url, token, model_url, runs, container=True))
-                if args.container
-                else None
+                asyncio.run(first_turns(url, token, model_url, runs, "container")) if args.container else None
+            )
+            claimed = (
+                asyncio.run(first_turns(url, token, model_url, runs, "sandbox")) if args.sandbox else None
             )
     med = statistics.median
     print(f"files {files}")
@@ -168,6 +228,12 @@ def main() -> None:
             print(f"container_{kind}_turn_ms {med(boxed[f'{kind}_turn']):.1f}")
         ratio = med(boxed["fresh_start"]) / med(boxed["pooled_start"])
         print(f"ratio container start fresh / pooled: {ratio:.1f}")
+    if claimed is not None:
+        for kind in ("fresh", "pooled"):
+            print(f"sandbox_{kind}_start_ms {med(claimed[f'{kind}_start']):.1f}")
+            print(f"sandbox_{kind}_turn_ms {med(claimed[f'{kind}_turn']):.1f}")
+        ratio = med(claimed["fresh_start"]) / med(claimed["pooled_start"])
+        print(f"ratio sandbox start fresh / pooled: {ratio:.1f}")
 
 
 if __name__ == "__main__":

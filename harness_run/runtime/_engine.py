@@ -35,6 +35,8 @@ __all__ = ["Engine", "EngineBase"]
 
 STOP_GRACE = 30.0
 """Seconds ``aclose()`` gives an interrupted turn to end (and be stored) before cancelling it."""
+KILL_GRACE = 5.0
+"""Seconds ``aclose(kill=True)`` gives a killed turn to store its result before cancelling it."""
 
 
 @runtime_checkable
@@ -63,6 +65,11 @@ class Engine(Protocol):
       store it opened) and refuses new work (``UsageError``); calling it again does nothing.
       ``close()`` is the same for synchronous code. ``async with engine:`` and ``with engine:``
       close it on exit. Durable history stays: another engine re-attaches to the sessions.
+    - ``await aclose(kill=True)`` / ``close(kill=True)`` ends everything now: the containers and
+      sandboxes this process holds are deleted first, the running turns' processes are killed
+      (SIGKILL, no grace) or their turns cancelled, each result stored as ``interrupted`` or
+      ``cancelled``; nothing is committed or pushed (``git.commit="on_close"`` work stays in the
+      workspace and its last checkpoint).
     """
 
     @property
@@ -92,9 +99,9 @@ class Engine(Protocol):
 
     def versions(self) -> list[EngineRecord]: ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self, *, kill: bool = False) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, *, kill: bool = False) -> None: ...
 
     async def __aenter__(self) -> Self: ...
 
@@ -129,6 +136,7 @@ class EngineBase(ABC):
         self._closed = False
         self._released = False
         self._closing: asyncio.Task[None] | None = None
+        self._killed = False
 
     @property
     def name(self) -> str:
@@ -304,18 +312,25 @@ class EngineBase(ABC):
 
     # --- closing ------------------------------------------------------------------------------
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, kill: bool = False) -> None:
         """Stop this process's running turns (interrupted, results stored), release what the engine
-        holds and refuse new work. Waits until done; calling it again does nothing more."""
+        holds and refuse new work. Waits until done; calling it again does nothing more.
+
+        ``kill=True`` ends everything now instead: the containers/sandboxes this process holds are
+        deleted first, the running turns are killed (SIGKILL, no grace) or cancelled, their results
+        stored; no ``on_close`` commit or push. It also works on an engine already closing."""
         self._closed = True
         loop = asyncio.get_running_loop()
         if self._closing is None:
-            self._closing = loop.create_task(self._shutdown())
+            self._closing = loop.create_task(self._shutdown(kill))
+        elif kill and not self._killed:  # a plain close is winding down: end everything now
+            self._killed = True
+            await self._kill_all()
         if self._closing.done() or self._closing.get_loop() is loop:
             await asyncio.shield(self._closing)
 
-    def close(self) -> None:
-        """``aclose()`` for synchronous code.
+    def close(self, *, kill: bool = False) -> None:
+        """``aclose()`` for synchronous code (``kill``: as ``aclose(kill=True)``).
 
         Inside a running event loop (a plain ``with`` block in async code) with turns still running,
         it cannot wait for them: it starts ``aclose()`` on that loop and returns at once (``await
@@ -328,9 +343,12 @@ class EngineBase(ABC):
             loop = None
         if loop is not None and self._running_turns():
             if self._closing is None:
-                self._closing = loop.create_task(self._shutdown())
+                self._closing = loop.create_task(self._shutdown(kill))
                 self._closing.add_done_callback(_retrieve)
             return
+        if kill:  # no turn runs here: dropping on_close work leaves the blocking release below
+            self._killed = True
+            self._drop_pending()
         if not self._released:
             self._released = True
             self._release_now()
@@ -355,7 +373,24 @@ class EngineBase(ABC):
     def _running_turns(self) -> bool:
         return any(s.current_run is not None and not s.current_run.done for s in self._sessions.values())
 
-    async def _shutdown(self) -> None:
+    async def _kill_all(self) -> None:
+        """``aclose(kill=True)``: the runtime's holdings go first, then every running turn."""
+        await self._kill()
+        runs = [s.current_run for s in list(self._sessions.values())]
+        live = [run for run in runs if run is not None and not run.done]
+        await asyncio.gather(*(run.kill(KILL_GRACE) for run in live), return_exceptions=True)
+
+    async def _kill(self) -> None:
+        """Drop ``on_close`` work and give up what the runtime holds now (``aclose(kill=True)``)."""
+        self._drop_pending()
+
+    def _drop_pending(self) -> None:  # noqa: B027 (an optional hook)
+        """Forget the sessions' ``on_close`` work (killed: nothing is committed or pushed)."""
+
+    async def _shutdown(self, kill: bool = False) -> None:
+        if kill and not self._killed:
+            self._killed = True
+            await self._kill_all()
         runs = [s.current_run for s in list(self._sessions.values())]
         live = [run for run in runs if run is not None and not run.done]
         await asyncio.gather(*(run.stop(STOP_GRACE) for run in live), return_exceptions=True)

@@ -330,6 +330,15 @@ class TurnProcess:
             return False
         return True
 
+    async def kill(self) -> None:
+        """SIGKILL the turn's process group, its descendants and every process carrying its tag at
+        once, with no SIGTERM first (``engine.aclose(kill=True)``); the turn ends ``interrupted``."""
+        self._stop_reason = "interrupted"
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            self._resources = self._resources or sample_resources(proc.pid)
+            _signal_all(proc.pid, descendants(proc.pid, self._tag), signal.SIGKILL)
+
     async def stop(self, reason: StopReason = "interrupted", note: str | None = None) -> None:
         """Stop the turn's process group; the result gets ``reason`` (and ``note`` as its error)."""
         self._stop_reason, self._stop_note = reason, note or self._stop_note

@@ -52,6 +52,7 @@ class Run:
         self._result: RunResult | None = None
         self._task: asyncio.Task[RunResult] | None = None
         self._interrupt: Callable[[], Awaitable[None]] | None = None
+        self._kill: Callable[[], Awaitable[None]] | None = None
         self._steer: Callable[[str, str], Awaitable[bool]] | None = None
         self._message_ids: dict[str, asyncio.Future[bool]] = {}
         self.flushed = 0
@@ -65,13 +66,18 @@ class Run:
         self._task = asyncio.get_running_loop().create_task(body, name=f"harness-run turn {self.turn}")
 
     def bind(
-        self, *, interrupt: Callable[[], Awaitable[None]], steer: Callable[[str, str], Awaitable[bool]]
+        self,
+        *,
+        interrupt: Callable[[], Awaitable[None]],
+        steer: Callable[[str, str], Awaitable[bool]],
+        kill: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Connect ``interrupt()``/``steer()`` to the running process. ``steer(text, message_id)``
         delivers one message, returns whether it did, and sees to it that the turn gets one ``user``
         event with that id (the local runtime emits it; a remote one relays the worker's); it is
-        called at most once per message id (``Run.steer`` drops duplicates)."""
-        self._interrupt, self._steer = interrupt, steer
+        called at most once per message id (``Run.steer`` drops duplicates). ``kill()`` ends the
+        turn's processes at once (``engine.aclose(kill=True)``); without it a kill cancels the turn."""
+        self._interrupt, self._steer, self._kill = interrupt, steer, kill
 
     async def stop(self, grace: float) -> None:
         """End the turn for good and wait until it has (``engine.aclose()``): interrupt it, or cancel
@@ -86,6 +92,23 @@ class Run:
                 await asyncio.wait_for(self._interrupt(), grace)
             await asyncio.wait({task}, timeout=grace)
         if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def kill(self, grace: float) -> None:
+        """End the turn now and wait until it has (``engine.aclose(kill=True)``): its processes are
+        killed without a grace period (SIGKILL) and the turn is given ``grace`` seconds to store its
+        result; a turn that cannot be killed that way (still preparing, remote, followed) is
+        cancelled at once. Only a turn of the running event loop can be killed."""
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            return
+        if self._kill is not None and not self.done:
+            with contextlib.suppress(Exception):
+                await self._kill()
+            await asyncio.wait({task}, timeout=grace)
+        if not task.done():
+            await asyncio.sleep(0)  # a task cancelled before its first step would store nothing
             task.cancel()
             await asyncio.wait({task})
 

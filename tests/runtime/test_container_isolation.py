@@ -43,6 +43,7 @@ RULES = [
         match="pool first",
         reply=Reply.shell("echo a > app/a.txt && mkdir -p app/.cache && echo warm > app/.cache/deps"),
     ),
+    Rule(match="long job", reply=Reply.shell("echo wip > app/wip.txt && sleep 300")),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 LABEL_SESSION = "harness-run.dev/session"
@@ -258,11 +259,14 @@ async def test_host_directories_are_bind_mounted_and_shared_workspaces_take_turn
         await eng.aclose()
 
 
-async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_from_another_container(
+async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_then_close_with_kill(
     setup: Setup, tmp_path: Path
 ) -> None:
+    """Branch pooling across containers; then ``aclose(kill=True)``: a session's container goes
+    while its turn runs, the turn is stored as cancelled, and its ``on_close`` work is neither
+    committed nor pushed (a plain ``aclose()`` would push it) — it stays in the workspace."""
     token = f"repo-canary-{os.urandom(6).hex()}"
-    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n", ".gitignore": ".cache/\n"})
+    bare = make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n", ".gitignore": ".cache/\n"})
     with GitHttpServer(tmp_path / "srv", token) as server:
         pooled = AgentSpec(
             name="ctr-pool",
@@ -293,6 +297,33 @@ async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_from_anoth
                 first.session_id,
                 second.session_id,
             }
+            closing = eng.start_session(
+                {"branch": "feat/k", "base_branch": "main", "git": {"commit": "on_close", "push": True}}
+            )
+            run = closing.run("long job", secrets=secrets)
+            wip = setup.workdir / "sessions" / closing.session_id / "workspace" / "app" / "wip.txt"
+            deadline = time.monotonic() + 120
+            while not wip.exists() and not run.done:
+                assert time.monotonic() < deadline, "the turn's command never started"
+                await asyncio.sleep(0.1)
+            assert not run.done, run.result
+            await eng.aclose(kill=True)
+            for sid in (first.session_id, second.session_id, closing.session_id):
+                assert setup.containers(sid) == []  # at once: no polling
+            assert run.result is not None and run.result.stop_reason == "cancelled"
+            listed = await asyncio.to_thread(
+                subprocess.run,
+                ["git", "branch", "--list", "--format=%(refname:short)"],
+                cwd=bare,
+                capture_output=True,
+                text=True,
+            )
+            assert listed.stdout.split() == ["feat/c", "main"]  # feat/k: nothing pushed
+            assert wip.read_text() == "wip\n"  # the work stays in the workspace
+            again = local.get_engine("ctr-pool", workdir=setup.workdir, docker_client=setup.docker_client)
+            with again:
+                (turn,) = again.get_session(closing.session_id).history()
+                assert turn.result is not None and turn.result.stop_reason == "cancelled"
         finally:
             await eng.aclose()
 

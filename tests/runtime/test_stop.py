@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
+from harness_run import local
 from harness_run.errors import SessionBusyError
 from harness_run.events import ToolUseEvent, UserEvent
 from harness_run.testing import ScriptedModel, shell, text
@@ -89,6 +91,27 @@ async def test_a_turn_stopped_mid_way_leaves_no_orphans_and_the_session_usable(
     assert after.turn == 2
     assert [t.result.stop_reason for t in session.history() if t.result] == [result.stop_reason, "completed"]
     await assert_no_leftovers(marker)
+
+
+async def test_close_with_kill_ends_running_turns_at_once_and_the_history_keeps_them(
+    model: ScriptedModel, make_engine: EngineFactory, workdir: Path
+) -> None:
+    """``engine.aclose(kill=True)``: a turn whose tool ignores SIGTERM is killed with everything it
+    started — nothing of it is alive when ``aclose`` returns — and is stored as interrupted."""
+    marker = f"sleep 30.{uuid.uuid4().int % 10**6:06d}"
+    model.add(shell(f"bash -c 'trap \"\" TERM; {marker}; echo finished'"), text("never reached"))
+    engine = make_engine()
+    session = engine.start_session()
+    run = session.run("run the stubborn command", secrets=model_secrets(model))
+    await wait_until(lambda: processes_with(marker), within=30.0, what="the sleep command to start")
+    await engine.aclose(kill=True)
+    assert processes_with(marker) == {}  # at once: no polling
+    assert claude_descendants() == {}
+    assert engine.closed and run.result is not None and run.result.stop_reason == "interrupted"
+    with local.get_engine("rt", workdir=workdir) as again:
+        (turn,) = again.get_session(session.session_id).history()
+        assert turn.result is not None and turn.result.stop_reason == "interrupted"
+    await engine.aclose(kill=True)  # again: nothing more
 
 
 async def test_run_while_busy_raises_and_send_steers_the_running_turn(

@@ -259,7 +259,7 @@ def test_host_directories_that_cannot_be_workspaces_are_refused(
     assert bad.value.issues[0].path == "workspace.mode"
 
 
-def test_the_sandbox_runtime_refuses_host_directories_and_shared_workspaces(tmp_path: Path) -> None:
+def test_the_sandbox_runtime_refuses_host_directories_and_takes_shared_workspaces(tmp_path: Path) -> None:
     from harness_run import sandbox
     from harness_run.store import EngineRecord
 
@@ -269,9 +269,9 @@ def test_the_sandbox_runtime_refuses_host_directories_and_shared_workspaces(tmp_
     engine = sandbox.get_engine("remote", project="my-project", location="us-central1", store=store)
     with pytest.raises(UsageError, match=r"workspace.host_dir .* not available on the sandbox runtime"):
         engine.start_session({"workspace": {"host_dir": str(tmp_path)}})
-    with pytest.raises(UsageError, match=r"workspace.mode='shared' is not available on the sandbox runtime"):
-        engine.start_session({"workspace": {"mode": "shared"}})
     assert engine.list_sessions() == []
+    shared = engine.start_session({"workspace": {"mode": "shared"}})  # one sandbox per branch
+    assert [s.session_id for s in engine.list_sessions()] == [shared.session_id]
     engine.close()
     store.close()
 

@@ -152,6 +152,8 @@ def test_option_objects_are_checked() -> None:
         sandbox.ClaimOptions(idle_ttl=-1)
     with pytest.raises(UsageError, match="claim_timeout"):
         sandbox.ClaimOptions(claim_timeout=0)
+    with pytest.raises(UsageError, match=r"pool_after must be seconds >= 0"):
+        sandbox.ClaimOptions(pool_after=float("nan"))
     with pytest.raises(UsageError, match="router_url"):
         sandbox.ClaimOptions(router_url="sandbox-router:8080")
     assert sandbox.ClusterTarget.of("agents") == sandbox.ClusterTarget(name="agents")
@@ -274,7 +276,11 @@ async def test_a_turn_without_a_kubeconfig_says_how_to_get_one(kube_env: Path, t
 
 def test_the_pod_env_names_a_vertex_region_only_when_the_spec_does() -> None:
     plain = pod_env(SPEC, PodOptions(), store_url="gs://b/hr", project=PROJECT)
-    assert plain == {"HARNESS_RUN_STORE": "gs://b/hr", "HARNESS_RUN_VERTEX_PROJECT": PROJECT}
+    assert plain == {
+        "HARNESS_RUN_POOL_AFTER": "0",  # the client decides when a workspace is lent
+        "HARNESS_RUN_STORE": "gs://b/hr",
+        "HARNESS_RUN_VERTEX_PROJECT": PROJECT,
+    }
     regional = AgentSpec.from_dict({**SPEC.to_dict(), "env": {"CLOUD_ML_REGION": "us-east5"}})
     env = pod_env(regional, PodOptions(env={"LOG_LEVEL": "debug"}), store_url="gs://b/hr", project=PROJECT)
     assert env["HARNESS_RUN_VERTEX_REGION"] == "us-east5"

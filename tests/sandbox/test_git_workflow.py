@@ -34,6 +34,12 @@ RULES = [
     Rule(match="auth bug", reply=Reply.shell("echo auth > repo/auth.txt")),
     Rule(match="dark mode", reply=Reply.shell("echo dark > repo/dark.txt")),
     Rule(match="failing test", reply=Reply.shell("echo fixed > repo/fixed.txt")),
+    Rule(
+        match="slow A", reply=Reply.shell("echo A-start >> repo/log.txt; sleep 1; echo A-end >> repo/log.txt")
+    ),
+    Rule(
+        match="slow B", reply=Reply.shell("echo B-start >> repo/log.txt; sleep 1; echo B-end >> repo/log.txt")
+    ),
     Rule(reply=Reply.text("all done"), tool_result=True),
 ]
 
@@ -78,18 +84,22 @@ def git_spec(deployed: Deployed, origin: Origin) -> AgentSpec:
     return spec
 
 
-@pytest.fixture
-async def engine(deployed: Deployed, git_spec: AgentSpec) -> AsyncIterator[Any]:
+def _engine(deployed: Deployed, spec: AgentSpec, **claims: float) -> Any:
     from harness_run import sandbox
 
-    eng = sandbox.get_engine(
-        git_spec.name,
+    return sandbox.get_engine(
+        spec.name,
         project=PROJECT,
         location=LOCATION,
         cluster=sandbox.ClusterTarget(api_client=deployed.cluster.api_client()),
-        claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=60.0),
+        claims=sandbox.ClaimOptions(idle_ttl=60.0, claim_timeout=60.0, **claims),
         store=deployed.store_url,
     )
+
+
+@pytest.fixture
+async def engine(deployed: Deployed, git_spec: AgentSpec) -> AsyncIterator[Any]:
+    eng = _engine(deployed, git_spec)
     yield eng
     await eng.aclose()
 
@@ -171,6 +181,84 @@ async def test_on_close_commits_and_pushes_through_the_sandbox_worker(
     assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-close") == main
     assert git(origin.bare, "show", "--name-only", "--format=", "feat/sbx-close") == "auth.txt"
     assert _claims(deployed, session.session_id) == []  # released
+
+
+async def test_a_new_session_on_the_same_branch_takes_over_the_idle_sandbox_without_cloning(
+    deployed: Deployed, origin: Origin, git_spec: AgentSpec
+) -> None:
+    """Branch pooling on the sandbox runtime: the second session on a (remote, branch) runs in the
+    first one's sandbox, in its checkout (its reflog shows one clone, then the refresh), commits on
+    top of the first one's pushed work; the first session goes on in a new sandbox from its
+    checkpoint. ``pool_after=0``: idle as soon as the turn has ended."""
+    secrets = deployed.secrets(GH_TOKEN=origin.token)
+    eng = _engine(deployed, git_spec, pool_after=0.0)
+    try:
+        first = eng.start_session(branch="feat/sbx-pool", base_branch="main")
+        ra = await first.run("Fix the auth bug", secrets=secrets)
+        assert not ra.is_error, ra.error
+        sandbox_name = eng.claims.held(first.session_id).sandbox
+        second = eng.start_session(branch="feat/sbx-pool")
+        run = second.run("Add dark mode", secrets=secrets)
+        rb = await run
+        assert not rb.is_error, rb.error
+        assert eng.claims.held(second.session_id).sandbox == sandbox_name
+        assert eng.claims.held(first.session_id) is None
+        assert [c["metadata"]["name"] for c in _claims(deployed, second.session_id)] == [
+            eng.claims.held(second.session_id).name
+        ]
+        setup = [e.step for e in run.events if e.type == "setup"]
+        assert any(f"reusing the idle workspace of session {first.session_id}" in s for s in setup), setup
+        reflog = (await second.exec("git -C repo reflog --format=%gs")).stdout.splitlines()
+        assert sum(line.startswith("clone:") for line in reflog) == 1, reflog  # the first session's
+        assert "reset: moving to FETCH_HEAD" in reflog, reflog
+        assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-pool") == ra.commit_sha
+        assert {r.session_id for r in eng.sessions(branch="feat/sbx-pool")} == {
+            first.session_id,
+            second.session_id,
+        }
+        again = await first.run("Fix the failing test", secrets=secrets)  # from its checkpoint
+        assert again.is_error and "push" in (again.error or "")  # the branch moved on: rejected, kept
+        assert eng.claims.held(first.session_id).sandbox != sandbox_name
+        files = (await first.exec("ls repo")).stdout.split()
+        assert "auth.txt" in files and "fixed.txt" in files and "dark.txt" not in files
+    finally:
+        await eng.aclose()
+
+
+async def test_shared_sessions_take_turns_in_one_sandbox_and_a_new_one_starts_from_the_newest_checkpoint(
+    deployed: Deployed, origin: Origin, git_spec: AgentSpec
+) -> None:
+    """``workspace.mode="shared"`` on the sandbox runtime: two sessions on one branch run in one
+    sandbox and one checkout; turns sent at once take turns (the log is not interleaved, the two
+    commits are pushed one on the other). When that sandbox is gone, the next turn's new sandbox
+    starts from the newest checkpoint of any sharing session (its push is a fast-forward)."""
+    from harness_run.runtime.remote._slots import shared_slot
+
+    secrets = deployed.secrets(GH_TOKEN=origin.token)
+    eng = _engine(deployed, git_spec)
+    try:
+        config = {"branch": "feat/sbx-shared", "base_branch": "main", "workspace": {"mode": "shared"}}
+        a, b = eng.start_session(config), eng.start_session(config)
+        ra, rb = await asyncio.gather(a.run("slow A", secrets=secrets), b.run("slow B", secrets=secrets))
+        assert not ra.is_error and not rb.is_error, (ra.error, rb.error)
+        slot = shared_slot(git_spec.name, a.record.config)
+        assert slot is not None and eng.claims.held(a.session_id) is None
+        assert [c["metadata"]["name"] for c in _claims(deployed, slot)] == [eng.claims.held(slot).name]
+        log = git(origin.bare, "show", "feat/sbx-shared:log.txt").split()
+        first = log[0][0]
+        second = "B" if first == "A" else "A"
+        assert log == [f"{first}-start", f"{first}-end", f"{second}-start", f"{second}-end"]
+        earlier, later = (ra, rb) if first == "A" else (rb, ra)
+        assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-shared") == earlier.commit_sha
+        assert git(origin.bare, "rev-parse", "feat/sbx-shared") == later.commit_sha
+        assert "B-end" in (await a.exec("cat repo/log.txt")).stdout  # one checkout for both
+        await eng.claims.release(eng.claims.held(slot))  # the sandbox goes, and its workspace
+        starter = a if first == "A" else b  # its own checkpoint predates the other's turn
+        again = await starter.run("Fix the auth bug", secrets=secrets)
+        assert not again.is_error, again.error
+        assert git(origin.bare, "log", "-1", "--format=%P", "feat/sbx-shared") == later.commit_sha
+    finally:
+        await eng.aclose()
 
 
 async def test_harnessbox_readme_multi_session_example_on_agent_sandbox(

@@ -8,7 +8,7 @@ from harness_run.runtime.local._engine import (
     turn_settings,
 )
 from harness_run.runtime.local._lease import finish_orphan, lease_seconds
-from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
+from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER, pool_key
 from harness_run.runtime.local._prune import (
     DEFAULT_WORKSPACE_TTL,
     IdleWorkspace,
@@ -32,6 +32,7 @@ __all__ = [
     "idle_workspaces",
     "lease_seconds",
     "parse_age",
+    "pool_key",
     "prune_workspaces",
     "resolve_workdir",
     "spec_version",

@@ -133,10 +133,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self._lease = lease_seconds()
         self._finish_orphans = finish_orphans
         if pool_after < 0:
-            raise UsageError(
-                f"pool_after={pool_after!r} must be >= 0 seconds "
-                "(0: lend a workspace as soon as its turn ends)"
-            )
+            raise UsageError(f"pool_after={pool_after!r} must be >= 0 seconds (0: lend once a turn ends)")
         self.pool_after = pool_after
         """Seconds a session's workspace must have been idle before a new session on the same
         (remote, branch) takes it over (see ``runtime/local/_pool.py``)."""
@@ -285,11 +282,11 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         started = time.monotonic()
         record = session.record
         emit(UserEvent(text=run.prompt, message_id=run.message_id))
-        await asyncio.to_thread(keeper.beat)  # the prompt is in the store before anything starts
         driver = get_driver(spec.harness)
         ctx: TurnContext | None = None
         process: TurnProcess | None = None
         try:
+            await asyncio.to_thread(keeper.beat)  # the prompt is in the store before anything starts
 
             def waiting(holder: str) -> None:
                 who = holder or "another turn"
@@ -318,7 +315,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                     emit(UserEvent(text=text, message_id=message_id))
                 return ok
 
-            run.bind(interrupt=process.stop, steer=steer)
+            run.bind(interrupt=process.stop, steer=steer, kill=process.kill)
             with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
                 result = creds.settle(await process.run())
             tools.close()
@@ -528,6 +525,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
     async def _release(self) -> None:
         await asyncio.to_thread(self._close_deliveries)
+
+    def _drop_pending(self) -> None:
+        self._on_close.clear()
 
     def _release_now(self) -> None:
         try:

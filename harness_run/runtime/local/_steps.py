@@ -42,6 +42,8 @@ class WorkspaceSteps:
         driver: HarnessDriver,
     ) -> None:
         snap = record.snapshot
+        if not paths.workspace.exists() and not paths.own_workspace and not paths.host_dir:
+            snap = await asyncio.to_thread(self._newest_shared_snapshot, record, paths) or snap
         if not paths.workspace.exists() and snap is not None and snap.workspace:
             emit(SetupEvent(step="restoring the workspace from the checkpoint"))
             data = self._snapshot(snap.workspace, "workspace", record.session_id)
@@ -63,6 +65,26 @@ class WorkspaceSteps:
         )
         if paths.own_workspace and spec.repos:  # lendable to a later session of this (remote, branch)
             paths.pool_key.write_text(pool_key(self.spec.name, spec, branch) + "\n")
+
+    def _newest_shared_snapshot(self, record: SessionRecord, paths: SessionPaths) -> SnapshotRef | None:
+        """A shared workspace that is gone (its sandbox went, or it was pruned) comes back as the
+        newest checkpoint any session sharing it took (by the end of the turn that took it) — not
+        this session's own, which may predate the others' turns."""
+        newest: tuple[float, SnapshotRef] | None = None
+        for other in self.store.list_sessions(self.spec.name):
+            snap = other.snapshot
+            if snap is None or not snap.workspace:
+                continue
+            if (
+                self._workspaces.paths(other.session_id, other.config, self.spec.name).workspace
+                != paths.workspace
+            ):
+                continue
+            took = next((t for t in self.store.list_turns(other.session_id) if t.turn == snap.turn), None)
+            ended = took.started_at + (took.result.duration_s if took.result else 0.0) if took else 0.0
+            if newest is None or ended > newest[0]:
+                newest = (ended, snap)
+        return newest[1] if newest is not None else None
 
     async def _take_idle(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,8 +34,9 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
+from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
 from harness_run.security import redact_event, secret_forms, secret_values
-from harness_run.spec import AgentSpec, WorkspaceOptions
+from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
 from harness_run.vocab import telemetry
 
@@ -63,6 +65,8 @@ class WorkerEngine(EngineBase):
 
     runtime = "sandbox"
     """The ``EngineRecord.runtime`` of this engine's versions."""
+    shares_sandboxes = False
+    """Shared sessions share one sandbox per branch (sandbox runtime; container: the host workdir)."""
 
     def __init__(
         self,
@@ -80,6 +84,10 @@ class WorkerEngine(EngineBase):
         self.claims = claims
         self._on_close: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {}
         """Sessions to commit (and push) on close: their last turn's secrets and turn config, in memory."""
+        self.pool_after: float | None = None
+        """``ClaimOptions.pool_after`` (sandbox runtime); None: no lending (container: host workdir)."""
+        self._pool_keys: dict[str, str] = {}  # session -> its (remote, branch) key (_slots.py)
+        self._gates: dict[str, asyncio.Lock] = {}  # shared slot -> the lock its turns take turns by
 
     @property
     def name(self) -> str:
@@ -122,21 +130,19 @@ class WorkerEngine(EngineBase):
         self._check_open()
         return [e for e in self.store.list_engines(self.name) if e.runtime == self.runtime]
 
-    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
-        options = super()._check_workspace(options)  # host directories: refused unless overridden
-        if options.mode == "shared":
-            raise UsageError(
-                f"workspace.mode='shared' is not available on the {self.runtime} runtime: each session "
-                "runs in a sandbox of its own; use local.deploy() for shared workspaces, or give each "
-                "session its own branch"
-            )
-        return options
-
     async def _release(self) -> None:
         errors = [e for sid in list(self._on_close) if (e := await self._deliver(sid)) is not None]
         await self.claims.close()
         if errors:
             raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
+
+    def _drop_pending(self) -> None:
+        self._on_close.clear()
+
+    async def _kill(self) -> None:
+        """``aclose(kill=True)``: nothing committed; the sandboxes go first (their turns with them)."""
+        self._drop_pending()
+        await self.claims.close()
 
     def _release_now(self) -> None:
         pending, self._on_close = sorted(self._on_close), {}
@@ -150,8 +156,9 @@ class WorkerEngine(EngineBase):
             )
 
     async def _close_session(self, session_id: str) -> None:
+        self._pool_keys.pop(session_id, None)
         error = await self._deliver(session_id)
-        claim = self.claims.held(session_id)
+        claim = self.claims.held(session_id)  # a shared sandbox stays for the other sessions
         if claim is not None:
             await self.claims.release(claim)
         if error is not None:
@@ -165,22 +172,25 @@ class WorkerEngine(EngineBase):
             return None
         secrets, turn_config = pending
         forms = secret_forms(secret_values(secrets))
-        try:
-            claim = await self.claims.acquire(session_id)
-        except HarnessRunError as exc:
-            return f"session {session_id}: {redact(str(exc), forms)}"
-        try:
-            answer = await claim.client.deliver(session_id, secrets=secrets, turn_config=turn_config)
-        except HarnessRunError as exc:
-            claim.broken = True
-            return f"session {session_id}: {redact(str(exc), forms)}"
-        finally:
-            self.claims.done_with(claim)
+        slot = self._slot(session_id)
+        async with self._gates.get(slot) or contextlib.nullcontext():
+            try:
+                claim = await self.claims.acquire(slot)
+            except HarnessRunError as exc:
+                return f"session {session_id}: {redact(str(exc), forms)}"
+            try:
+                answer = await claim.client.deliver(session_id, secrets=secrets, turn_config=turn_config)
+            except HarnessRunError as exc:
+                claim.broken = True
+                return f"session {session_id}: {redact(str(exc), forms)}"
+            finally:
+                self.claims.done_with(claim)
         return f"session {session_id}: {answer.error}" if answer.error else None
 
     def _delete_workspace(self, session_id: str) -> None:
         """The session's containers/sandboxes go (its workspace lives only there), held or left."""
         self._on_close.pop(session_id, None)
+        self._pool_keys.pop(session_id, None)
         self.claims.forget_now(session_id)
 
     # --- turns (TurnBackend) ---------------------------------------------------------------------
@@ -239,10 +249,14 @@ class WorkerEngine(EngineBase):
         # until the worker has the turn (and renews its lease), this client renews it: a slow claim
         # must not look like a dead turn to another process
         renewing = asyncio.ensure_future(self._renew_lease(sid, run.turn))
+        slot = self._slot(sid)
+        gate = self._gates.setdefault(slot, asyncio.Lock()) if slot != sid else None
+        gated = False
         try:
-            with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
-                claim = await self.claims.acquire(sid)
-                claiming.set(sandbox=claim.name)
+            if gate is not None:  # a shared sandbox: one turn at a time, the others wait here
+                await gate.acquire()
+                gated = True
+            claim = await self._claim(session, run, plan, slot)
             from harness_run.runtime.remote._protocol import TurnRequest
 
             request = TurnRequest(
@@ -280,12 +294,47 @@ class WorkerEngine(EngineBase):
             renewing.cancel()
             if claim is not None:
                 self.claims.done_with(claim)
+            if gate is not None and gated:
+                gate.release()
         if run.result is None:  # the stream ended without a result
             if claim is not None:
                 claim.broken = True
             exc = InfrastructureError(f"the worker at {claim.url if claim else '?'} ended the stream early")
             return await self._fail(session, run, plan, claim, exc, values, started)
         return TurnOutcome(run.result, await asyncio.to_thread(self._reload, sid, run.turn))
+
+    def _slot(self, session_id: str) -> str:
+        """The sandbox the session's turns run in: its own (its id) or a shared one (``_slots.py``)."""
+        if not self.shares_sandboxes:
+            return session_id
+        held = self._sessions.get(session_id)
+        record = held.record if held is not None else self.store.get_session(session_id)
+        return (shared_slot(self.name, record.config) if record is not None else None) or session_id
+
+    async def _claim(self, session: Session, run: Run, plan: TurnPlan, slot: str) -> Claim:
+        """The sandbox for the turn: the one held for ``slot``, else an idle one of another session
+        on the same (remote, branch) (branch pooling), else a new claim."""
+        sid = session.session_id
+        with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
+            key = (
+                None if self.pool_after is None else pool_key_of(self.name, session.record.config, plan.spec)
+            )
+            # only a session with nothing to restore takes over another's workspace (as local)
+            if key is not None and self.claims.held(sid) is None and session.record.snapshot is None:
+                busy = {
+                    *self._on_close,
+                    *(s for s, held in self._sessions.items() if held.status == "running"),
+                }
+                find = functools.partial(idle_donor, key, sid, self._pool_keys, busy, self.claims, self.store)
+                donor = await asyncio.to_thread(find, self.pool_after or 0.0)
+                if donor is not None and await self.claims.lend(donor, sid) is not None:
+                    claiming.set(lent_by=donor)
+            claim = await self.claims.acquire(slot)
+            claiming.set(sandbox=claim.name)
+        if key is not None:
+            self._pool_keys[sid] = key
+            claim.linger = 0.0 if sid in self._on_close else self.pool_after or 0.0
+        return claim
 
     async def _mirror(self, run: Run, claim: Claim, turn_id: str, values: list[str]) -> None:
         """Mirror the worker's event stream into ``run`` until the result, while watching the
@@ -335,8 +384,9 @@ class WorkerEngine(EngineBase):
     ) -> SessionRecord | None:
         """The awaiting task was cancelled: interrupt the worker's turn and mirror its last events
         (the worker stores the interrupted result); if that cannot be had, end the turn here.
-        Returns the session's record after the turn."""
-        if claim is not None:
+        Returns the session's record after the turn. Killed (``aclose(kill=True)``): its sandbox is
+        gone already, so the turn ends here at once."""
+        if claim is not None and not self._killed:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._interrupt_and_drain(run, claim, turn_id, values), 30)
         if run.result is None:
@@ -476,7 +526,7 @@ class WorkerEngine(EngineBase):
                 record = await asyncio.to_thread(self.store.get_session, sid)
                 if record is not None and record.turns >= run.turn:
                     continue  # finished meanwhile: the next read gets the result
-                alive = await self.claims.has_sandbox(sid)
+                alive = await self.claims.has_sandbox(self._slot(sid))
                 never_started = after < 0 and now - began > self.claims.claim_timeout + 30
                 if not alive and not never_started:  # the worker died mid-turn: interrupted
                     finished = await asyncio.to_thread(self._finish_dead_turn, sid, gone=True)
@@ -496,10 +546,11 @@ class WorkerEngine(EngineBase):
         return TurnOutcome(run.result, record)
 
     async def _drop_claims(self, session_id: str) -> None:
-        if self.claims.held(session_id) is not None:
+        slot = self._slot(session_id)
+        if self.claims.held(slot) is not None:
             return
         with contextlib.suppress(InfrastructureError):
-            await self.claims.drop_session(session_id)
+            await self.claims.drop_session(slot)
 
     # --- exec (TurnBackend) ------------------------------------------------------------------------
 
@@ -514,7 +565,7 @@ class WorkerEngine(EngineBase):
     ) -> ExecResult:
         """Run ``command`` in the session's sandbox (the held one, else a fresh claim that restores the
         workspace from the last snapshot)."""
-        claim = await self.claims.acquire(session.session_id)
+        claim = await self.claims.acquire(self._slot(session.session_id))
         try:
             response = await claim.client.exec(session.session_id, command, timeout=timeout, secrets=secrets)
         except HarnessRunError:

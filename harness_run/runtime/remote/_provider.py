@@ -42,6 +42,9 @@ class Claim:
     expires: float = 0.0
     busy: int = 0
     broken: bool = False
+    linger: float = 0.0
+    """Seconds the claim is kept beyond ``idle_ttl`` after use (a sandbox whose workspace another
+    session of the same (remote, branch) may take over, see ``WorkerEngine``)."""
     idle: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -63,6 +66,11 @@ class SandboxProvider(Protocol):
 
     def done_with(self, claim: Claim) -> None:
         """A turn or command is over: keep the claim for the idle TTL, then release it."""
+        ...
+
+    async def lend(self, donor: str, session_id: str) -> Claim | None:
+        """Move the idle claim held for session ``donor`` to ``session_id`` (its sandbox, and the
+        workspace in it, now serve that session); None when there is no idle one to move."""
         ...
 
     async def release(self, claim: Claim) -> None:
@@ -158,7 +166,31 @@ class HeldClaims:
             self._spawn(self.release(claim))
             return
         loop = asyncio.get_running_loop()
-        claim.idle = loop.call_later(self.idle_ttl, lambda: self._spawn(self.release(claim)))
+        hold = self.idle_ttl + max(0.0, claim.linger)
+        claim.idle = loop.call_later(hold, lambda: self._spawn(self.release(claim)))
+
+    async def lend(self, donor: str, session_id: str) -> Claim | None:
+        """Move the idle claim held for ``donor`` to ``session_id`` (see :class:`SandboxProvider`)."""
+        async with self._locks.setdefault(donor, asyncio.Lock()):
+            claim = self._held.get(donor)
+            if claim is None or claim.busy or claim.broken or session_id in self._held:
+                return None
+            if claim.idle is not None:
+                claim.idle.cancel()
+                claim.idle = None
+            del self._held[donor]
+            claim.session_id = session_id
+            claim.linger = 0.0
+            self._held[session_id] = claim
+        try:
+            await asyncio.to_thread(self._relabel, claim)
+        except BaseException:
+            await self.release(claim)
+            raise
+        return claim
+
+    def _relabel(self, claim: Claim) -> None:
+        """Record on the sandbox that it now serves ``claim.session_id`` (blocking)."""
 
     async def release(self, claim: Claim) -> None:
         """Give the sandbox up now and forget the claim."""

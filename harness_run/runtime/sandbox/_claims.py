@@ -103,6 +103,11 @@ class ClaimPool(HeldClaims):
             await asyncio.to_thread(self.kube.patch, k8s.SANDBOX_CLAIM, claim.name, body)
             claim.expires = expires
 
+    def _relabel(self, claim: Claim) -> None:
+        """The claim's session label names its new session (lookups by session find it there)."""
+        body = {"metadata": {"labels": {LABEL_SESSION: claim.session_id}}}
+        self.kube.patch(k8s.SANDBOX_CLAIM, claim.name, body)
+
     def _discard(self, claim: Claim) -> None:
         """Delete the claim (its sandbox goes with it) and its ticket."""
         with contextlib.suppress(InfrastructureError):

@@ -38,6 +38,7 @@ __all__ = [
 
 ENV_REGISTRY = "HARNESS_RUN_REGISTRY"
 ENV_STORE = "HARNESS_RUN_STORE"
+ENV_POOL_AFTER = "HARNESS_RUN_POOL_AFTER"
 ENV_VERTEX_PROJECT = "HARNESS_RUN_VERTEX_PROJECT"
 ENV_VERTEX_REGION = "HARNESS_RUN_VERTEX_REGION"
 VERTEX_REGION_VARIABLE = "CLOUD_ML_REGION"
@@ -64,7 +65,9 @@ def pod_env(spec: AgentSpec, pods: PodOptions, *, store_url: str, project: str) 
     for name, hint in _RESERVED.items():
         if name in pods.env:
             raise UsageError(f"PodOptions.env must not set {name}: {hint}")
-    env = {**pods.env, ENV_STORE: store_url, ENV_VERTEX_PROJECT: project}
+    # the client decides when a sandbox's idle workspace is lent (ClaimOptions.pool_after): the
+    # sessions whose folders are in a sandbox are only those the client moved out of it
+    env = {ENV_POOL_AFTER: "0", **pods.env, ENV_STORE: store_url, ENV_VERTEX_PROJECT: project}
     region = spec.env.get(VERTEX_REGION_VARIABLE, "").strip()
     if region:
         env[ENV_VERTEX_REGION] = region

@@ -24,6 +24,7 @@ class SandboxEngine(WorkerEngine):
     its sessions claim sandboxes as ``options`` (:class:`ClaimOptions`) say."""
 
     runtime = "sandbox"
+    shares_sandboxes = True
     claims: ClaimPool
 
     def __init__(
@@ -51,6 +52,7 @@ class SandboxEngine(WorkerEngine):
             store=store,
         )
         super().__init__(record, store=store, claims=claims)
+        self.pool_after = options.pool_after
 
     @property
     def namespace(self) -> str:

@@ -92,15 +92,24 @@ class ClaimOptions:
       fails with a retryable :class:`~harness_run.errors.InfrastructureError`.
     - ``router_url``: reach the workers through a sandbox router at this URL (the claim's sandbox
       named in ``X-Sandbox-ID``) instead of at their pod IPs, e.g. from outside the cluster.
+    - ``pool_after``: branch pooling, as ``local.deploy(pool_after=)`` (default 60 s). A new session
+      on a (remote, branch) takes over the sandbox of an idle session of this process on the same
+      (remote, branch) — no turn running, its last change at least ``pool_after`` seconds old, no
+      ``on_close`` work pending — and its workspace in it (no clone, when the worker finds the
+      checkout clean and pushed). Such a sandbox is kept ``pool_after + idle_ttl`` seconds after
+      its last turn. The earlier session's next turn restores its checkpoint in a new sandbox.
     """
 
     idle_ttl: float = 60.0
     claim_timeout: float = 120.0
     router_url: str | None = None
+    pool_after: float = 60.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.idle_ttl) or self.idle_ttl < 0:
             raise UsageError(f"ClaimOptions.idle_ttl must be seconds >= 0, not {self.idle_ttl!r}")
+        if not math.isfinite(self.pool_after) or self.pool_after < 0:
+            raise UsageError(f"ClaimOptions.pool_after must be seconds >= 0, not {self.pool_after!r}")
         if not math.isfinite(self.claim_timeout) or self.claim_timeout <= 0:
             raise UsageError(f"ClaimOptions.claim_timeout must be seconds > 0, not {self.claim_timeout!r}")
         if self.router_url is not None and not self.router_url.startswith(("http://", "https://")):
