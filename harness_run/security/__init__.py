@@ -3,6 +3,14 @@ redaction of every form of a secret value, and the allow-listed environment a ha
 
 Every runtime applies this layer the same way (the local engine and the in-image worker)."""
 
+from harness_run.security._egress import (
+    AGENT_PROXY_ENV,
+    NO_PROXY,
+    EgressProxy,
+    LoopbackRelay,
+    host_allowed,
+    proxy_env,
+)
 from harness_run.security._files import redact_tree
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._mcp_broker import McpBroker
@@ -25,12 +33,16 @@ from harness_run.security._stream import DeltaRedactor, EventRedactor
 from harness_run.security._turn import TurnCredentials
 
 __all__ = [
+    "AGENT_PROXY_ENV",
+    "NO_PROXY",
     "OPENROUTER_URL",
     "PROXY_ENV",
     "SHORT_SECRET",
     "DeltaRedactor",
+    "EgressProxy",
     "EventRedactor",
     "GitBroker",
+    "LoopbackRelay",
     "McpBroker",
     "ModelProxy",
     "TurnCredentials",
@@ -38,7 +50,9 @@ __all__ = [
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
+    "host_allowed",
     "proxy_enabled",
+    "proxy_env",
     "redact_event",
     "redact_text",
     "redact_tree",

@@ -288,8 +288,12 @@ class ModelProxy:
         await runner.setup()
         await web.SockSite(runner, self._sock).start()
         self._runner = runner
+        # trust_env: through HTTPS_PROXY/HTTP_PROXY like the CLI itself would go (in a container
+        # without network: the worker's authenticated way through the host's egress proxy)
         self._client = aiohttp.ClientSession(
-            auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            trust_env=True,
         )
 
     def start_soon(self) -> None:

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from harness_run.errors import UsageError
 from harness_run.events import AgentEvent
 from harness_run.harness import mcp_secret_values
+from harness_run.security._egress import AGENT_PROXY_ENV, proxy_env
 from harness_run.spec import AgentSpec, GitRepo
 from harness_run.vocab.envrules import PROVIDER_VARIABLES
 
@@ -217,6 +218,9 @@ def agent_env(
     _route_openrouter(spec, env)
     if spec.harness == "claude-code" and _claude_scrub_available():
         env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = "1"  # model keys stay out of its tool shells
+    agent_proxy = os.environ.get(AGENT_PROXY_ENV)
+    if agent_proxy:  # egress controlled (the worker): the egress proxy, never the worker's own
+        env.update(proxy_env(agent_proxy))
     env["HOME"] = home
     env["PATH"] = os.pathsep.join([*path_prefix, env.get("PATH", os.defpath)])
     return env

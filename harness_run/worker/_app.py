@@ -38,6 +38,7 @@ from harness_run.spec import AgentSpec
 from harness_run.vocab import telemetry
 from harness_run.vocab.k8s import CLAIM_TICKET
 from harness_run.vocab.version import __version__
+from harness_run.worker._egress import start_egress
 from harness_run.worker._settings import WorkerSettings, bearer_sha256, open_history_store, token_matches
 from harness_run.worker._turns import TurnState, Worker
 
@@ -339,6 +340,7 @@ async def serve(
     started = time.monotonic() if started is None else started
     imported = time.monotonic() - started
     spec = load_spec(settings)
+    egress = await start_egress(settings, spec)
     store = await asyncio.to_thread(open_history_store, settings.store_url)
     worker = Worker(
         spec,
@@ -353,15 +355,19 @@ async def serve(
         make_app(worker, settings), handle_signals=False, access_log=None, shutdown_timeout=3.0
     )
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
-    await site.start()
-    port = _bound_port(runner, settings.port)
+    if settings.unix_socket is not None:  # a container without network: the client uses the file
+        await web.UnixSite(runner, settings.unix_socket).start()
+        os.chmod(settings.unix_socket, 0o666)
+        port, where = 0, settings.unix_socket
+    else:
+        await web.TCPSite(runner, settings.host, settings.port, reuse_address=True).start()
+        port = _bound_port(runner, settings.port)
+        where = f"{settings.host}:{port}"
     log.info(
-        "harness-run worker %s for engine %r listening on %s:%d (ready in %.2f s, imports %.2f s)",
+        "harness-run worker %s for engine %r listening on %s (ready in %.2f s, imports %.2f s)",
         __version__,
         spec.name,
-        settings.host,
-        port,
+        where,
         time.monotonic() - started,
         imported,
     )
@@ -378,6 +384,8 @@ async def serve(
         await asyncio.sleep(0.2)  # let open event streams send the result
     finally:
         await runner.cleanup()
+        if egress is not None:
+            await egress.aclose()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(store.close)
     log.info("stopped (pid %d)", os.getpid())

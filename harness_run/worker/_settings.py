@@ -34,6 +34,13 @@ class WorkerSettings:
     """``$HARNESS_RUN_POOL_AFTER``: seconds before an idle workspace is lent (``LocalEngine``)."""
     agent_user: AgentUser | None = None
     """The uid the agent's processes run as (``$HARNESS_RUN_AGENT_UID``, see ``_privileges``)."""
+    unix_socket: str | None = None
+    """``$HARNESS_RUN_WORKER_SOCKET``: serve on this unix socket instead of TCP (a container
+    without network; the client connects through the bind-mounted file)."""
+    egress_socket: str | None = None
+    """``$HARNESS_RUN_EGRESS_SOCKET``: the host's egress proxy (a container without network)."""
+    egress_token: str | None = None
+    """``$HARNESS_RUN_EGRESS_TOKEN``: the worker's own pass through that proxy."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, agent_user: AgentUser | None = None) -> WorkerSettings:
@@ -79,6 +86,9 @@ class WorkerSettings:
             image_root=Path(env["HARNESS_RUN_ROOT"]) if env.get("HARNESS_RUN_ROOT") else None,
             pool_after=pool_after,
             agent_user=agent_user,
+            unix_socket=env.get("HARNESS_RUN_WORKER_SOCKET", "").strip() or None,
+            egress_socket=env.get("HARNESS_RUN_EGRESS_SOCKET", "").strip() or None,
+            egress_token=env.get("HARNESS_RUN_EGRESS_TOKEN", "").strip() or None,
         )
 
     def expected_token_sha256(self) -> str | None:

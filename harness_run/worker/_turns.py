@@ -223,6 +223,7 @@ class Worker:
             finish_orphans=False,
             pool_after=self.pool_after,
             agent_user=self.agent_user,
+            egress_enforced=True,  # the container's or pod's network and the worker's egress proxy
         )
 
     def _vertex_env(self, spec: AgentSpec, secrets: Mapping[str, str]) -> dict[str, str]:

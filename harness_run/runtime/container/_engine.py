@@ -204,6 +204,7 @@ def engine_for(
         network_mode=network_mode,
         labels=labels,
         env={"HARNESS_RUN_POOL_AFTER": repr(float(pool_after))} if pool_after is not None else None,
+        network=AgentSpec.from_dict(record.spec).network,
     )
     return ContainerEngine(record, store=store, claims=pool)
 

@@ -5,10 +5,13 @@ claim starts a container of the engine's image (the ``docker`` SDK, imported laz
 listens on its own free port of 127.0.0.1 (host network) behind a fresh bearer token, with the
 host's SQLite history store bind-mounted in; it is removed after ``idle_ttl`` seconds without a
 turn (the next turn starts another one, which resumes from the store), on ``close()`` and at
-interpreter exit. The workspaces are not the container's: the worker's workdir is the host
-workdir (bind-mounted with the store), so a session's workspace outlives its container, and branch
-pooling, shared workspaces and their locks work across containers as on the host; a session's
-``workspace.host_dir`` is bind-mounted at its own path.
+interpreter exit. With a spec whose ``network`` is ``none`` or an allow-list the container has no
+network at all (``network_mode="none"``): the worker answers on a bind-mounted unix socket and
+everything leaving it goes through the host's egress proxy (see ``_egress.py``). The workspaces
+are not the container's: the worker's workdir is the host workdir (bind-mounted with the store), so
+a session's workspace outlives its container, and branch pooling, shared workspaces and their locks
+work across containers as on the host; a session's ``workspace.host_dir`` is bind-mounted at its own
+path.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import secrets
 import time
 import urllib.error
@@ -26,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from harness_run.errors import InfrastructureError
+from harness_run.runtime.container._egress import SOCKET_MOUNT, ContainerLink, HostEgress
 from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.spec import Network
 from harness_run.vocab.k8s import AGENT_RUN_UID, AGENT_UID_ENV, WORKER_CAPABILITIES
 from harness_run.vocab.net import free_port
 
@@ -56,6 +62,7 @@ class ContainerPool(HeldClaims):
         network_mode: str = "host",
         labels: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        network: Network | None = None,
     ) -> None:
         super().__init__(idle_ttl=idle_ttl, claim_timeout=claim_timeout, holder_prefix="local")
         self.docker = docker_client
@@ -65,6 +72,9 @@ class ContainerPool(HeldClaims):
         self.network_mode = network_mode
         self.labels = dict(labels or {})
         self.env = dict(env or {})
+        self.network = network or Network()
+        self.egress = HostEgress(self.network.allow_hosts) if self.network.egress != "open" else None
+        """The host side of the containers' egress (``None``: open egress, ``network_mode`` as given)."""
         self.mounts_for: Callable[[str], list[Path]] | None = None
         """Host directories a session's container needs (its ``workspace.host_dir``): each is
         bind-mounted at the same path, read-write."""
@@ -98,6 +108,8 @@ class ContainerPool(HeldClaims):
     def _remove(self, name: str) -> None:
         with contextlib.suppress(Exception):
             self.docker.containers.get(name).remove(force=True)
+        if self.egress is not None:
+            self.egress.close(name)
 
     def _session_containers(self, session_id: str, running_only: bool) -> list[str]:
         """Names of the containers (of any process on this Docker engine) of this session."""
@@ -133,30 +145,34 @@ class ContainerPool(HeldClaims):
 
         token = secrets.token_urlsafe(32)
         started = time.monotonic()
-        name, port = await asyncio.to_thread(
+        name, port, link = await asyncio.to_thread(
             self._run, session_id, hashlib.sha256(token.encode()).hexdigest()
         )
+        socket_path = link.worker_socket if link is not None else None
         try:
-            await asyncio.to_thread(self._wait_healthy, name, port)
+            await asyncio.to_thread(self._wait_healthy, name, port, socket_path)
         except BaseException:
             await asyncio.to_thread(self._remove, name)
             raise
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{port}" if socket_path is None else "http://worker"
         return Claim(
             name=name,
             session_id=session_id,
             sandbox=name,
-            url=url,
-            client=WorkerClient(url, token),
+            url=url if socket_path is None else f"{url} (unix socket {socket_path})",
+            client=WorkerClient(url, token, unix_socket=socket_path),
             claimed_at=time.time(),
             ready_s=time.monotonic() - started,
         )
 
-    def _run(self, session_id: str, token_sha256: str) -> tuple[str, int]:
+    def _run(self, session_id: str, token_sha256: str) -> tuple[str, int, ContainerLink | None]:
         import docker.errors
 
         port = free_port()
-        host = self.network_mode == "host"
+        name = f"hr-{self.engine[:40]}-{session_id[:8]}-{uuid.uuid4().hex[:6]}"
+        link = self.egress.open(name) if self.egress is not None else None
+        network_mode = "none" if link is not None else self.network_mode
+        host = network_mode == "host"
         env = {
             **self.env,
             "HARNESS_RUN_WORKER_HOST": "127.0.0.1" if host else "0.0.0.0",
@@ -167,15 +183,17 @@ class ContainerPool(HeldClaims):
             # outlive the container, are pooled, shared, locked and pruned as on the host
             "HARNESS_RUN_WORKDIR": STORE_MOUNT,
             AGENT_UID_ENV: str(AGENT_RUN_UID),  # the agent's processes: another uid than the worker
+            **(link.env if link is not None else {}),
         }
         volumes = {str(self.store_dir): {"bind": STORE_MOUNT, "mode": "rw"}}
+        if link is not None:
+            volumes[str(link.directory)] = {"bind": SOCKET_MOUNT, "mode": "rw"}
         for path in self.mounts_for(session_id) if self.mounts_for is not None else []:
             volumes[str(path)] = {"bind": str(path), "mode": "rw"}
-        name = f"hr-{self.engine[:40]}-{session_id[:8]}-{uuid.uuid4().hex[:6]}"
         kwargs: dict[str, Any] = {
             "detach": True,
             "name": name,
-            "network_mode": self.network_mode,
+            "network_mode": network_mode,
             "environment": env,
             "volumes": volumes,
             "labels": {
@@ -191,7 +209,7 @@ class ContainerPool(HeldClaims):
             "cap_add": list(WORKER_CAPABILITIES),
             "security_opt": ["no-new-privileges"],
         }
-        if not host:
+        if not host and link is None:
             kwargs["ports"] = {f"{port}/tcp": ("127.0.0.1", port)}
         try:
             self.docker.containers.run(self.image, **kwargs)
@@ -201,16 +219,20 @@ class ContainerPool(HeldClaims):
                 f"could not start a container of {self.image} for session {session_id}: {exc}",
                 retryable=True,
             ) from None
-        return name, port
+        return name, port, link
 
-    def _wait_healthy(self, name: str, port: int) -> None:
+    def _wait_healthy(self, name: str, port: int, socket_path: str | None = None) -> None:
         deadline = time.monotonic() + self.claim_timeout
         next_check = 0.0
         while True:
             try:
-                with _DIRECT.open(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
-                    if 200 <= int(resp.status) < 300:
+                if socket_path is not None:
+                    if _unix_healthy(socket_path):
                         return
+                else:
+                    with _DIRECT.open(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
+                        if 200 <= int(resp.status) < 300:
+                            return
             except (urllib.error.URLError, OSError, ValueError):
                 pass
             now = time.monotonic()
@@ -224,7 +246,8 @@ class ContainerPool(HeldClaims):
                 next_check = now + 0.25
             if now > deadline:
                 raise InfrastructureError(
-                    f"the worker in container {name} ({self.image}) did not answer on 127.0.0.1:{port} "
+                    f"the worker in container {name} ({self.image}) did not answer on "
+                    f"{socket_path or f'127.0.0.1:{port}'} "
                     f"within {self.claim_timeout:g} s: {self._logs(name)}",
                     retryable=True,
                 )
@@ -236,3 +259,22 @@ class ContainerPool(HeldClaims):
         except Exception:
             return "(no logs)"
         return text[-1500:] or "(no output)"
+
+
+def _unix_healthy(path: str) -> bool:
+    """``GET /healthz`` through the worker's unix socket answers 2xx."""
+    import http.client
+    import socket
+
+    if not os.path.exists(path):
+        return False
+    conn = http.client.HTTPConnection("worker", timeout=1)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(1)
+    try:
+        sock.connect(path)
+        conn.sock = sock
+        conn.request("GET", "/healthz")
+        return 200 <= conn.getresponse().status < 300
+    finally:
+        conn.close()

@@ -1,5 +1,6 @@
 """The local runtime: harness subprocesses in per-session workspaces, history in SQLite."""
 
+from harness_run.runtime.local._egress import check_host_egress
 from harness_run.runtime.local._engine import (
     LocalEngine,
     TurnEnv,
@@ -27,6 +28,7 @@ __all__ = [
     "SessionPaths",
     "TurnEnv",
     "Workspaces",
+    "check_host_egress",
     "default_workdir",
     "finish_orphan",
     "idle_workspaces",

@@ -26,6 +26,7 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime._tracing import ToolSpans
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace
+from harness_run.runtime.local._egress import check_host_egress
 from harness_run.runtime.local._exec import run_command
 from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
@@ -56,8 +57,7 @@ from harness_run.vocab.version import __version__
 __all__ = ["LocalEngine", "TurnEnv", "default_workdir", "spec_version", "turn_settings"]
 
 TurnEnv = Callable[[AgentSpec, Mapping[str, str]], Mapping[str, str]]
-"""Variables a turn's process gets on top of its secrets, from the turn's effective spec and
-secrets (the worker's Vertex AI mode)."""
+"""Extra variables for a turn's process, from its effective spec and secrets (the worker's Vertex mode)."""
 
 
 def default_workdir() -> Path:
@@ -75,8 +75,7 @@ def spec_version(spec: AgentSpec) -> str:
 
 @functools.cache
 def _warm_up() -> None:
-    """Build the pydantic schemas used after a turn while the first CLI boots (~0.5 s of its own),
-    so a fresh process does not pay for them after the result (runs once per process)."""
+    """Build the pydantic schemas used after a turn while the first CLI boots (~0.5 s; once)."""
     from harness_run import events
 
     for model in (
@@ -116,9 +115,11 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         finish_orphans: bool = True,
         pool_after: float = DEFAULT_POOL_AFTER,
         agent_user: AgentUser | None = None,
+        egress_enforced: bool = False,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
+        check_host_egress(spec, enforced=egress_enforced)
         super().__init__(owns_store=store is None)
         self.spec = spec
         self.workdir = resolve_workdir(workdir if workdir is not None else default_workdir())
@@ -137,8 +138,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self.pool_after = pool_after
         """Seconds a session's workspace must have been idle before a new session on the same
         (remote, branch) takes it over (see ``runtime/local/_pool.py``)."""
-        self._keepers: dict[str, LeaseKeeper] = {}
-        """This process's running turns: their lease holder -> the keeper renewing it."""
+        self._keepers: dict[str, LeaseKeeper] = {}  # running turns: lease holder -> its keeper
         self._unstored: dict[tuple[str, int], str] = {}
         """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
         self.store.put_engine(

@@ -61,6 +61,7 @@ class WorkerClient:
         headers: Mapping[str, str] | None = None,
         timeout: float = 30.0,
         unreachable_after: float = 10.0,
+        unix_socket: str | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise UsageError(f"the worker address must be an http(s) URL, not {base_url!r}")
@@ -68,6 +69,8 @@ class WorkerClient:
         self.timeout = timeout
         self.unreachable_after = unreachable_after
         self._headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
+        self.unix_socket = unix_socket
+        """Connect through this unix socket (a container without network) instead of TCP."""
         self._http: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never the token
@@ -91,7 +94,9 @@ class WorkerClient:
             import aiohttp
 
             self._http = aiohttp.ClientSession(
-                headers=self._headers, timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=5)
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=5),
+                connector=aiohttp.UnixConnector(self.unix_socket) if self.unix_socket else None,
             )
         return self._http
 
