@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from harness_run.compiler import _context as ctx
-from harness_run.compiler._manifests import ManifestInputs, build_manifests
+from harness_run.compiler._manifests import ManifestInputs, build_manifests, worker_hosts
 from harness_run.compiler._options import ImageOptions, PodOptions
 from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan, context_digest
 from harness_run.compiler._skills import stage_skills
@@ -115,6 +115,7 @@ def compile(
             pool_size=pool_size,
             pod_env=pods.env_items,
             gcp_service_account=pods.gcp_service_account,
+            worker_hosts=worker_hosts(spec, pods.env_items),
         )
     )
     return BuildPlan(

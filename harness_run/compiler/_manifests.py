@@ -17,22 +17,31 @@ Objects (all names and API versions from :mod:`harness_run.vocab.k8s`):
     Agent Sandbox controller applies its secure default (cluster network and metadata server
     blocked, public internet allowed).
   * ``none``: ``networkPolicyManagement: Unmanaged`` (the controller's internet-allowing policy
-    would otherwise be added to ours: NetworkPolicies only ever add allows) and a
-    ``NetworkPolicy`` denying all egress but DNS to kube-dns.
-  * ``allowlist``: as ``none``, plus a GKE ``FQDNNetworkPolicy`` allowing the listed hosts
-    (TCP 443 and 80, or the port a host names). Plain NetworkPolicy cannot name hosts; on clusters
-    without GKE Dataplane V2 the allowlist degrades to ``none`` (fail closed).
+    would otherwise be added to ours: NetworkPolicies only ever add allows); a ``NetworkPolicy``
+    denying all egress but what the worker needs by address — DNS (kube-dns, and the metadata
+    server's resolver on 169.254.169.254:53 for Cloud DNS clusters) and the GKE metadata server for
+    its own Workload Identity (169.254.169.254:80; 169.254.169.252:988 on Dataplane V2) — and a GKE
+    ``FQDNNetworkPolicy`` for what it needs by name (:func:`worker_hosts`: the history bucket's
+    ``storage.googleapis.com``, the model endpoints, Vertex AI), TCP 443.
+  * ``allowlist``: as ``none``, the listed hosts added to the ``FQDNNetworkPolicy`` (TCP 443 and
+    80, or the port a host names). Plain NetworkPolicy cannot name hosts; on clusters without GKE
+    Dataplane V2 the FQDN policy is not applied and egress degrades to ``none`` (fail closed).
+
+  A pod's policies cannot tell the worker's traffic from the agent's (one network namespace): the
+  agent's HTTP clients go through the worker's egress proxy (``HTTPS_PROXY``, the spec's hosts
+  only), but a process that ignores the proxy can reach what the worker may reach.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from harness_run.spec import Network, Resources
+from harness_run.spec import AgentSpec, Network, Resources
 from harness_run.vocab import k8s
 
-__all__ = ["ManifestInputs", "build_manifests", "engine_labels", "versioned_name"]
+__all__ = ["ManifestInputs", "build_manifests", "engine_labels", "versioned_name", "worker_hosts"]
 
 Manifest = dict[str, Any]
 
@@ -51,6 +60,48 @@ class ManifestInputs:
     pool_size: int
     pod_env: tuple[tuple[str, str], ...] = ()
     gcp_service_account: str | None = None
+    worker_hosts: tuple[str, ...] = ()
+    """Hosts the worker itself needs when egress is not open (see :func:`worker_hosts`)."""
+
+
+# the model endpoints each harness talks to by default (a spec's model_base_url adds its own)
+_MODEL_HOSTS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("api.anthropic.com",),
+    "codex": ("api.openai.com",),
+    "opencode": ("api.anthropic.com", "api.openai.com"),
+}
+# the metadata server: its resolver (Cloud DNS) and HTTP API, and GKE's on Dataplane V2
+_METADATA: tuple[tuple[str, str, int], ...] = (
+    ("169.254.169.254/32", "UDP", 53),
+    ("169.254.169.254/32", "TCP", 53),
+    ("169.254.169.254/32", "TCP", 80),
+    ("169.254.169.252/32", "TCP", 988),
+)
+
+
+def worker_hosts(spec: AgentSpec, pod_env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """What the worker reaches by name when the agent's egress is closed: its harnesses' model
+    endpoints (and the spec's ``model_base_url``; OpenRouter for ``vendor/model`` ids), the history
+    bucket (``HARNESS_RUN_STORE=gs://…``), Vertex AI (``HARNESS_RUN_VERTEX_PROJECT``; global and the
+    pod's region). An endpoint passed only per run is not known here: list it in ``network``."""
+    hosts: set[str] = set()
+    for harness in spec.harnesses:
+        hosts.update(_MODEL_HOSTS.get(harness, ()))
+    if spec.model_base_url:
+        parts = urlsplit(spec.model_base_url)
+        if parts.hostname:
+            hosts.add(f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname)
+    if "/" in spec.model:
+        hosts.add("openrouter.ai")
+    env = dict(pod_env)
+    if env.get("HARNESS_RUN_STORE", "").startswith("gs://"):
+        hosts.add("storage.googleapis.com")
+    if env.get("HARNESS_RUN_VERTEX_PROJECT"):
+        hosts.add("aiplatform.googleapis.com")
+        region = env.get("HARNESS_RUN_VERTEX_REGION") or spec.env.get("CLOUD_ML_REGION", "")
+        if region and region != "global":
+            hosts.add(f"{region}-aiplatform.googleapis.com")
+    return tuple(sorted(hosts))
 
 
 def versioned_name(engine: str, short: str) -> str:
@@ -188,17 +239,23 @@ def egress_network_policy(inputs: ManifestInputs) -> Manifest:
         ],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
-    body = {"podSelector": _pod_selector(inputs), "policyTypes": ["Egress"], "egress": [dns]}
+    metadata = [
+        {"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"protocol": protocol, "port": port}]}
+        for cidr, protocol, port in _METADATA
+    ]
+    body = {"podSelector": _pod_selector(inputs), "policyTypes": ["Egress"], "egress": [dns, *metadata]}
     name = _engine_object_name(versioned_name(inputs.engine, inputs.short)[:54], "egress")
     return _object(k8s.NETWORK_POLICY, _meta(inputs, name), spec=body)
 
 
 def fqdn_network_policy(inputs: ManifestInputs) -> Manifest:
     by_port: dict[tuple[int, ...], list[dict[str, str]]] = {}
-    for host in inputs.network.allow_hosts:
+    wanted = [(h, (443, 80)) for h in inputs.network.allow_hosts]
+    wanted += [(h, (443,)) for h in inputs.worker_hosts if h not in inputs.network.allow_hosts]
+    for host, default in wanted:
         name, _, port = host.partition(":")
         match = {"pattern": name} if name.startswith("*.") else {"name": name}
-        by_port.setdefault((int(port),) if port else (443, 80), []).append(match)
+        by_port.setdefault((int(port),) if port else default, []).append(match)
     egress = [
         {"matches": matches, "ports": [{"protocol": "TCP", "port": p} for p in ports]}
         for ports, matches in sorted(by_port.items())
@@ -213,7 +270,7 @@ def build_manifests(inputs: ManifestInputs) -> tuple[Manifest, ...]:
     objects = [service_account(inputs)]
     if inputs.network.egress != "open":
         objects.append(egress_network_policy(inputs))
-    if inputs.network.egress == "allowlist":
+    if inputs.network.egress != "open" and (inputs.network.allow_hosts or inputs.worker_hosts):
         objects.append(fqdn_network_policy(inputs))
     objects += [sandbox_template(inputs), sandbox_warm_pool(inputs)]
     return tuple(objects)

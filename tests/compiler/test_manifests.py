@@ -101,9 +101,7 @@ def test_manifests_validate(tmp_path: Path, network: Any) -> None:
     for obj in plan.manifests:
         _validate(obj)
     kinds = [m["kind"] for m in plan.manifests]
-    expected = {"open": [], "none": ["NetworkPolicy"]}.get(
-        network if isinstance(network, str) else "", ["NetworkPolicy", "FQDNNetworkPolicy"]
-    )
+    expected = [] if network == "open" else ["NetworkPolicy", "FQDNNetworkPolicy"]  # the worker's hosts
     assert kinds == ["ServiceAccount", *expected, "SandboxTemplate", "SandboxWarmPool"]
     template = next(m for m in plan.manifests if m["kind"] == "SandboxTemplate")
     assert template["spec"]["networkPolicyManagement"] == ("Managed" if network == "open" else "Unmanaged")
@@ -222,5 +220,19 @@ def test_pod_env_and_workload_identity(tmp_path: Path) -> None:
     assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": gsa}
     assert account["automountServiceAccountToken"] is False
     assert plan.digest == _plan(tmp_path, network="none").digest
+    # egress closed for the agent, open for what the worker needs: the bucket, Vertex AI, the model
+    # endpoints by name; the metadata server (Workload Identity) and DNS by address
+    fqdn = by_kind["FQDNNetworkPolicy"]["spec"]["egress"]
+    named = {m.get("name") for rule in fqdn for m in rule["matches"]}
+    assert {"storage.googleapis.com", "aiplatform.googleapis.com", "us-east5-aiplatform.googleapis.com"} <= named
+    assert {"api.anthropic.com", "api.openai.com"} <= named
+    assert all(rule["ports"] == [{"protocol": "TCP", "port": 443}] for rule in fqdn)
+    blocks = {
+        (rule["to"][0]["ipBlock"]["cidr"], port["port"])
+        for rule in by_kind["NetworkPolicy"]["spec"]["egress"]
+        if "ipBlock" in rule["to"][0]
+        for port in rule["ports"]
+    }
+    assert {("169.254.169.254/32", 80), ("169.254.169.252/32", 988), ("169.254.169.254/32", 53)} <= blocks
     plain = {m["kind"]: m for m in _plan(tmp_path).manifests}["ServiceAccount"]
     assert "annotations" not in plain["metadata"]
