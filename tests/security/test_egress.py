@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import http.server
 import json
 import socket
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.listeners import ALLOWED_BODY, Canary, allowed_server, canary_listener
 
 from harness_run import AgentSpec, SessionConfig, UsageError, local
 from harness_run.security import EgressProxy, host_allowed
@@ -33,63 +32,17 @@ from harness_run.testing import ScriptedModel, shell, text
 
 from ._attacks import MODELS, Canaries
 
-ALLOWED_BODY = "allowed-host-answered"
-
-
-class _Canary:
-    """A TCP listener on 127.0.0.1 that only counts the connections that reach it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.port = int(self.sock.getsockname()[1])
-        self.hits = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.hits += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
-class _Allowed(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = ALLOWED_BODY.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
-def canary() -> Iterator[_Canary]:
-    listener = _Canary()
-    yield listener
-    listener.close()
+def canary() -> Iterator[Canary]:
+    with canary_listener() as listener:
+        yield listener
 
 
 @pytest.fixture
 def allowed() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Allowed)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    with allowed_server() as port:
+        yield port
 
 
 def test_allow_list_matching() -> None:
@@ -100,7 +53,7 @@ def test_allow_list_matching() -> None:
     assert not host_allowed(hosts, "pypi.org", 22) and not host_allowed(hosts, "evilpypi.org", 443)
 
 
-async def test_egress_proxy_allows_listed_hosts_only(canary: _Canary, allowed: int) -> None:
+async def test_egress_proxy_allows_listed_hosts_only(canary: Canary, allowed: int) -> None:
     proxy = EgressProxy([f"127.0.0.1:{allowed}"], worker_token="worker-pass")
     await proxy.start()
     via = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{proxy.port}"}))
@@ -172,7 +125,7 @@ def _attacks(port: int) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 async def test_container_egress_none_and_allowlist(
-    container_options: dict[str, Any], tmp_path: Path, canary: _Canary, allowed: int
+    container_options: dict[str, Any], tmp_path: Path, canary: Canary, allowed: int
 ) -> None:
     options: dict[str, Any] = {**container_options, "isolation": "container"}
     attacks = _attacks(canary.port)
