@@ -191,3 +191,9 @@ def test_deltas_benchmark_prints_timings() -> None:
     for label in ("delta_redact_us", "turn_partial_s", "turn_whole_s", "deltas_per_turn"):
         assert re.search(rf"^{label} [0-9.]+$", out, re.MULTILINE), out
     assert int(re.findall(r"^deltas_per_turn (\d+)", out, re.MULTILINE)[0]) >= 80  # 4 KB in 48-char chunks
+
+
+def test_egress_benchmark_prints_latencies() -> None:
+    out = _run("egress.py", "--smoke")
+    for label in ("egress_direct_p50_ms", "egress_proxy_added_p50_ms", "egress_relay_added_p95_ms"):
+        assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
