@@ -113,6 +113,7 @@ async def _container_turns(model: ScriptedModel, n: int) -> tuple[list[float], l
         "docker_client": docker.from_env(timeout=600),
         "ca_files": [ca] if ca else [],
         "network_mode": "host",
+        "base_image": os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
     }
     workdir = Path(tempfile.mkdtemp(prefix="hr-bench-egress-ctr-"))
     secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"}
