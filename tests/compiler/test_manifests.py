@@ -224,7 +224,11 @@ def test_pod_env_and_workload_identity(tmp_path: Path) -> None:
     # endpoints by name; the metadata server (Workload Identity) and DNS by address
     fqdn = by_kind["FQDNNetworkPolicy"]["spec"]["egress"]
     named = {m.get("name") for rule in fqdn for m in rule["matches"]}
-    assert {"storage.googleapis.com", "aiplatform.googleapis.com", "us-east5-aiplatform.googleapis.com"} <= named
+    assert {
+        "storage.googleapis.com",
+        "aiplatform.googleapis.com",
+        "us-east5-aiplatform.googleapis.com",
+    } <= named
     assert {"api.anthropic.com", "api.openai.com"} <= named
     assert all(rule["ports"] == [{"protocol": "TCP", "port": 443}] for rule in fqdn)
     blocks = {
