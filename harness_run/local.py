@@ -56,6 +56,10 @@ def deploy(
     (``"host"``: the worker listens on 127.0.0.1 only), get ``labels`` and are removed after
     ``idle_ttl`` seconds without a turn. History goes to the workdir's store either way.
 
+    ``spec.network``: ``"none"`` or an allow-list is enforced by containers (no network; the model
+    and the listed hosts through an egress proxy on this machine) and refused by
+    ``isolation="process"`` with a :class:`~harness_run.UsageError` (it cannot be enforced there).
+
     ``pool_after``: a new session on a (remote, branch) takes over the workspace
     of an earlier session on it, instead of cloning, once that one has been idle this many seconds
     (and nothing in it would be lost); see docs/workspaces.md.
