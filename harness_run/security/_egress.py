@@ -5,8 +5,9 @@
 (plain HTTP). A destination is let through when it matches an allowed host (``name``, ``*.suffix``,
 each with an optional ``:port``; without one, ports 443 and 80), or when the request carries the
 worker's own token as ``Proxy-Authorization`` (the worker's model upstream, git and store traffic:
-trusted code, any destination). Everything else gets ``403`` naming the host and the setting, and
-is counted in :attr:`EgressProxy.refused`.
+trusted code, any destination). Everything else gets ``403`` naming the host and the setting
+(``407`` with a challenge when a worker token is set: git sends proxy credentials only after one),
+and is counted in :attr:`EgressProxy.refused`.
 
 It listens on 127.0.0.1 (the worker in a pod: the agent's way out) or on a unix socket (the
 container runtime: the proxy runs on the host, the container has no network, and
@@ -147,9 +148,11 @@ class EgressProxy:
             forward = ("\r\n".join([request_line, *kept]) + "\r\n\r\n").encode("latin-1")
         if not (self._trusted(auth) or host_allowed(self.allow_hosts, host, port)):
             self.refused.append(f"{host}:{port}")
+            # with a worker token, 407: git (curl's "anyauth") sends its proxy credentials only
+            # after a challenge
             await _answer(
                 writer,
-                403,
+                407 if self._token is not None else 403,
                 f"harness-run egress: {host}:{port} is not in the spec's network.allow_hosts "
                 f"({', '.join(self.allow_hosts) or 'egress none'}); add it to network.allow_hosts",
             )
@@ -222,11 +225,12 @@ async def splice(
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 407: "Proxy Authentication Required", 502: "Bad Gateway"}
     body = (message + "\n").encode()
+    challenge = 'Proxy-Authenticate: Basic realm="harness-run egress"\r\n' if status == 407 else ""
     writer.write(
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-        f"Connection: close\r\n\r\n".encode()
+        f"HTTP/1.1 {status} {reason[status]}\r\n{challenge}Content-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body
     )
     with contextlib.suppress(OSError):

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit.git_http import GitHttpServer, make_bare_repo
 from testkit.listeners import ALLOWED_BODY, Canary, allowed_server, canary_listener
 
-from harness_run import AgentSpec, SessionConfig, UsageError, local
+from harness_run import AgentSpec, GitOptions, RepoSource, SessionConfig, UsageError, local
 from harness_run.security import EgressProxy, host_allowed
 from harness_run.testing import ScriptedModel, shell, text
 
@@ -74,10 +75,11 @@ async def test_egress_proxy_allows_listed_hosts_only(canary: Canary, allowed: in
     try:
         assert await asyncio.to_thread(get, f"http://127.0.0.1:{allowed}/x") == (200, ALLOWED_BODY)
         status, body = await asyncio.to_thread(get, f"http://127.0.0.1:{canary.port}/")
-        assert status == 403 and "network.allow_hosts" in body, body
-        assert (await asyncio.to_thread(connect, canary.port)).startswith(b"HTTP/1.1 403")
+        assert status == 407 and "network.allow_hosts" in body, body
+        # 407 with a challenge (a token is set: git sends its proxy credentials only after one)
+        assert (await asyncio.to_thread(connect, canary.port)).startswith(b"HTTP/1.1 407")
         wrong = base64.b64encode(b"worker:guess").decode()
-        assert (await asyncio.to_thread(connect, canary.port, wrong)).startswith(b"HTTP/1.1 403")
+        assert (await asyncio.to_thread(connect, canary.port, wrong)).startswith(b"HTTP/1.1 407")
         assert proxy.refused == [f"127.0.0.1:{canary.port}"] * 3
         assert canary.hits == 0
         # the worker's own traffic (its token) may go anywhere
@@ -132,9 +134,13 @@ async def test_container_egress_none_and_allowlist(
     reach_allowed = f"curl -s -m 10 --noproxy '' http://127.0.0.1:{allowed}/ok; echo; echo rc=$?"
     show_proxy = 'echo "proxy=$HTTPS_PROXY"'
     keys = Canaries()
-    with ScriptedModel() as model:
+    make_bare_repo(tmp_path / "srv", "app", {"README.md": "app\n"})
+    with ScriptedModel() as model, GitHttpServer(tmp_path / "srv", keys.repo_token) as git_server:
         results: dict[str, list[str]] = {}
         for label, network in (("none", "none"), ("allowlist", [f"127.0.0.1:{allowed}"])):
+            # with `none`, the worker's own needs stay reachable: a clone and a push (git server on
+            # the host's 127.0.0.1), through the host's egress proxy with the worker's token
+            repo = {"repos": [RepoSource.git(f"{git_server.url}/app.git", auth="GH_TOKEN")]}
             spec = AgentSpec(
                 name=f"egress-{label}",
                 harness="claude-code",
@@ -142,15 +148,25 @@ async def test_container_egress_none_and_allowlist(
                 extra_harnesses=["codex", "opencode"] if label == "allowlist" else [],
                 env={"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
                 network=network,
+                git=GitOptions(commit="after_turn", push=True),
+                **(repo if label == "none" else {}),
             )
             engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
             try:
                 secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": keys.model_key}
+                if label == "none":
+                    secrets["GH_TOKEN"] = keys.repo_token
+                    model.add(shell("echo egress > app/egress.txt"))
                 model.add(*(shell(c) for c in attacks.values()), shell(reach_allowed), shell(show_proxy))
                 model.add(text("done"))
-                result = await engine.start_session().run("reach the canary", secrets=secrets)
+                branch = {"branch": "egress/none", "base_branch": "main"} if label == "none" else {}
+                session = engine.start_session(**branch)
+                result = await session.run("reach the canary", secrets=secrets)
                 assert not result.is_error, result.error  # the model stayed reachable (host egress)
-                results[label] = model.requests[-1].tool_results
+                results[label] = model.requests[-1].tool_results[-(len(attacks) + 2) :]
+                if label == "none":
+                    assert result.pushed_ref == "refs/heads/egress/none", result
+                    assert git_server.authorized > 0
                 if label == "allowlist":  # Codex and OpenCode reach their model proxy directly too
                     for harness in ("codex", "opencode"):
                         config = SessionConfig(harness=harness, model=MODELS[harness])
