@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run.events import Usage
 from harness_run.security._meter import WireMeter
+from harness_run.vocab import telemetry
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL
 
 if TYPE_CHECKING:
@@ -184,6 +186,8 @@ class ModelProxy:
         self._mcp: dict[str, _Route] = {}
         """Per-turn token in the path -> a remote MCP server's URL and its secret headers."""
         self.meter = WireMeter(budget, model)
+        self.parent: telemetry.Span = telemetry.NOOP
+        """The span each model request's span goes under (the turn's harness span)."""
         """Usage and cost of the answers, read from the wire; the turn's budget."""
         self.on_budget: Callable[[str], Awaitable[None]] | None = None
         """Called (with the reason) when a request is refused for the budget: stops the turn."""
@@ -379,6 +383,15 @@ class ModelProxy:
         from aiohttp import web
 
         assert self._client is not None
+        span, before, cost_before = telemetry.NOOP, self.meter.usage, self.meter.cost_usd
+        if metered:  # one client span per model request, under the harness's span (no token in it)
+            span = telemetry.start_span(
+                "harness_run.model_request",
+                parent=self.parent,
+                kind="client",
+                http_method=request.method,
+                url_path=urlsplit(url).path,
+            )
         replaced = {k.lower() for k, _ in extra} | {"x-api-key", "authorization"}
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP | replaced]
         headers += [*extra, ("accept-encoding", "identity")]  # nothing to decompress to meter it
@@ -402,9 +415,12 @@ class ModelProxy:
                 finally:
                     if meter is not None:
                         meter.close()  # a cut answer counts what it reported
+                        after = (self.meter.usage, self.meter.cost_usd)
+                        _measured(span, upstream.status, (before, cost_before), after)
                 await answer.write_eof()
                 return answer
         except (TimeoutError, OSError, _client_errors()):
+            span.fail("the model endpoint dropped the connection")
             # The endpoint dropped the connection (before or during its answer): drop the harness's
             # too, so it sees what it would have seen talking to the endpoint itself (its own
             # "connection dropped" handling and retries), not a 500 made up here.
@@ -412,6 +428,8 @@ class ModelProxy:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=502)
+        finally:
+            span.end()
 
     async def _refuse_budget(self) -> web.StreamResponse:
         """The turn's cost has reached its budget: refuse (an error both APIs' clients read) and
@@ -428,6 +446,21 @@ class ModelProxy:
             await self.on_budget(message)
         error = {"type": "invalid_request_error", "code": "max_budget", "message": message}
         return web.json_response({"type": "error", "error": error}, status=400)
+
+
+def _measured(
+    span: telemetry.Span, status: int, before: tuple[Usage, float | None], after: tuple[Usage, float | None]
+) -> None:
+    """The model request's answer on its span: HTTP status, tokens and cost this answer added."""
+    (used_before, cost_before), (used, cost) = before, after
+    span.set(
+        http_status=status,
+        input_tokens=used.input_tokens - used_before.input_tokens,
+        output_tokens=used.output_tokens - used_before.output_tokens,
+        cost_usd=None if cost is None or cost_before is None else round(cost - cost_before, 8),
+    )
+    if status >= 400:
+        span.fail(f"the model endpoint answered HTTP {status}")
 
 
 def _on(env: Mapping[str, str], name: str) -> bool:

@@ -12,6 +12,7 @@ from harness_run.security._git_broker import GitBroker
 from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
 from harness_run.spec import AgentSpec, StdioMcpServer
+from harness_run.vocab import telemetry
 
 __all__ = ["TurnCredentials"]
 
@@ -103,6 +104,11 @@ class TurnCredentials:
         await self.mcp.start()
         if self.proxy is not None:
             self.proxy.start_soon()
+
+    def trace_under(self, parent: telemetry.Span) -> None:
+        """Model requests through the proxy get spans under ``parent`` (the harness's span)."""
+        if self.proxy is not None:
+            self.proxy.parent = parent
 
     async def aclose(self) -> None:
         if self.proxy is not None:

@@ -45,6 +45,10 @@ async def wait_spans(otel: InMemoryTelemetry, names: set[str]) -> list[dict[str,
     return otel.spans()
 
 
+def attrs_output_tokens(span: dict[str, Any]) -> int:
+    return int(span["attributes"]["harness_run.output_tokens"])
+
+
 @pytest.mark.harness
 async def test_one_trace_from_the_client_through_the_server_to_the_tool_call(
     tmp_path: Path, scripted_model: ScriptedModel, otel: InMemoryTelemetry
@@ -59,7 +63,14 @@ async def test_one_trace_from_the_client_through_the_server_to_the_tool_call(
         result = await session.run("show the value", secrets=secrets)
         assert result.text == "it was ***" and not result.is_error
         spans = await wait_spans(
-            otel, {"harness_run.turn", "harness_run.tool", "harness_run.store.write", "harness_run.harness"}
+            otel,
+            {
+                "harness_run.turn",
+                "harness_run.tool",
+                "harness_run.store.write",
+                "harness_run.harness",
+                "harness_run.model_request",
+            },
         )
         await engine.aclose()
 
@@ -80,6 +91,17 @@ async def test_one_trace_from_the_client_through_the_server_to_the_tool_call(
     [tool] = [s for s in spans if s["name"] == "harness_run.tool"]
     assert parent_of(harness, ids) == server_turn and parent_of(tool, ids) == harness
     assert tool["attributes"]["harness_run.tool"] == "Bash"
+    # each model request through the turn's model proxy: a client span under the harness's span,
+    # with its status, tokens and cost (and never the turn token in its path)
+    requests = [s for s in spans if s["name"] == "harness_run.model_request"]
+    answered = [r for r in scripted_model.requests if r.is_model_request]
+    assert len(requests) == len(answered) >= 2
+    assert all(parent_of(r, ids) == harness and r["kind"] == "SpanKind.CLIENT" for r in requests)
+    assert all(r["attributes"]["harness_run.http_status"] == 200 for r in requests)
+    assert sum(r["attributes"]["harness_run.output_tokens"] for r in requests) == attrs_output_tokens(
+        server_turn
+    )
+    assert not any("hrp-" in json.dumps(r) for r in requests)
     setup = [s for s in spans if s["name"] == "harness_run.setup"]
     writes = [s for s in spans if s["name"] == "harness_run.store.write"]
     assert setup and all(parent_of(s, ids) == server_turn for s in setup + writes) and len(writes) == 2

@@ -317,6 +317,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
             run.bind(interrupt=process.stop, steer=steer, kill=process.kill)
             with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
+                creds.trace_under(tools.parent)
                 result = creds.settle(await process.run())
             tools.close()
             result = await self._after_turn_git(record, spec, secrets, result, run.turn)
