@@ -10,19 +10,14 @@ asks for credentials, and the broker answers only for those URLs, only during th
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hmac
 import json
-import os
-import secrets
 import shlex
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness_run.security._socket import SocketBroker
 from harness_run.spec import GitRepo
 
 __all__ = ["GitBroker"]
@@ -30,18 +25,14 @@ __all__ = ["GitBroker"]
 _HELPER = Path(__file__).with_name("_git_helper.py")
 
 
-class GitBroker:
+class GitBroker(SocketBroker):
     """Answers the credential helper of one turn (see the module docstring)."""
 
     def __init__(self, agent_uid: int | None = None) -> None:
-        self._dir = tempfile.mkdtemp(prefix="hr-git-")  # 0700
-        self._agent_uid = agent_uid
-        """The agent runs as this other uid: the socket is its (and this process's) to connect to."""
-        self.socket_path = str(Path(self._dir) / "s")
-        self.token = "hrg-" + secrets.token_urlsafe(24)
+        """``agent_uid``: the agent runs as this other uid (the socket is opened to it)."""
+        super().__init__("hr-git-", "hrg-", agent_uid)
         self._repos: dict[tuple[str, str, str], str] = {}
         """(scheme, host, path without .git) -> token."""
-        self._server: asyncio.Server | None = None
         self.answered = 0
         self.refused = 0
 
@@ -79,11 +70,7 @@ class GitBroker:
 
     async def start(self) -> None:
         if self._repos and self._server is None:
-            self._server = await asyncio.start_unix_server(self._serve, path=self.socket_path)
-            if self._agent_uid is not None:  # the directory searchable, the socket the agent's
-                os.chmod(self._dir, 0o711)
-                os.chown(self.socket_path, self._agent_uid, -1)
-                os.chmod(self.socket_path, 0o600)
+            await self._listen(self._serve)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         answer: dict[str, str] = {}
@@ -100,7 +87,7 @@ class GitBroker:
             writer.close()
 
     def _answer(self, request: dict[str, str]) -> dict[str, str]:
-        if not hmac.compare_digest(request.get("token", "").encode(), self.token.encode()):
+        if not self._accepts(request.get("token", "")):
             self.refused += 1
             return {}
         key = self._key(request.get("protocol", ""), request.get("host", ""), request.get("path", ""))
@@ -113,8 +100,4 @@ class GitBroker:
 
     async def aclose(self) -> None:
         self._repos.clear()
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        await self._remove()

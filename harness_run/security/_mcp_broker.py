@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import os
-import secrets
 import shlex
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from harness_run.harness import MCP_LAUNCHER_ENV, mcp_secret_env, mcp_secret_values
+from harness_run.security._socket import SocketBroker
 from harness_run.spec import AgentSpec, StdioMcpServer
 
 __all__ = ["McpBroker"]
@@ -34,18 +31,14 @@ __all__ = ["McpBroker"]
 _LAUNCHER = Path(__file__).with_name("_mcp_launcher.py")
 
 
-class McpBroker:
+class McpBroker(SocketBroker):
     """Starts one turn's secret-bearing stdio MCP servers for their launchers (module docstring)."""
 
     def __init__(self, agent_uid: int | None = None) -> None:
         """``agent_uid``: the launchers run as this other uid (the socket is opened to it)."""
-        self._dir = tempfile.mkdtemp(prefix="hr-mcp-")  # 0700
-        self._agent_uid = agent_uid
-        self.socket_path = str(Path(self._dir) / "s")
-        self.token = "hrm-" + secrets.token_urlsafe(24)
+        super().__init__("hr-mcp-", "hrm-", agent_uid)
         self._servers: dict[str, tuple[StdioMcpServer, dict[str, str]]] = {}
         self._env: dict[str, str] = {}
-        self._server: asyncio.Server | None = None
         self._procs: set[asyncio.subprocess.Process] = set()
         self.started = 0
         self.refused = 0
@@ -69,11 +62,7 @@ class McpBroker:
 
     async def start(self) -> None:
         if self._servers and self._server is None:
-            self._server = await asyncio.start_unix_server(self._serve, path=self.socket_path)
-            if self._agent_uid is not None:  # the directory searchable, the socket the agent's
-                os.chmod(self._dir, 0o711)
-                os.chown(self.socket_path, self._agent_uid, -1)
-                os.chmod(self.socket_path, 0o600)
+            await self._listen(self._serve)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         proc: asyncio.subprocess.Process | None = None
@@ -83,7 +72,7 @@ class McpBroker:
             given = str(request.get("token", "")) if isinstance(request, dict) else ""  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             name = str(request.get("server", "")) if isinstance(request, dict) else ""  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             entry = self._servers.get(name)
-            if not hmac.compare_digest(given.encode(), self.token.encode()) or entry is None:
+            if not self._accepts(given) or entry is None:
                 self.refused += 1
                 writer.write(b"refused: no such MCP server for this turn's token\n")
                 await writer.drain()
@@ -114,13 +103,10 @@ class McpBroker:
     async def aclose(self) -> None:
         self._servers.clear()
         if self._server is not None:
-            self._server.close()
+            self._server.close()  # no new launcher; then the running servers, then the socket
         for proc in list(self._procs):
             await _stop(proc)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        await self._remove(5)
 
 
 async def _relay(
