@@ -91,6 +91,9 @@ def proxy_enabled() -> bool:
     return os.environ.get(PROXY_ENV, "1") != "0"
 
 
+_Headers = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
     origin: str
@@ -223,8 +226,7 @@ class ModelProxy:
         headers = tuple(
             (_HEADER[v], env[v] if _HEADER[v] == "x-api-key" else f"Bearer {env[v]}") for v in used
         )
-        token = "hrp-" + secrets.token_urlsafe(24)
-        self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", headers)
+        token = self._route(parts.scheme, parts.netloc, headers)
         out = {k: v for k, v in env.items() if k not in _KEY_VARS}
         out[base_var] = f"http://127.0.0.1:{self.port}{parts.path.rstrip('/')}"
         for var in used:
@@ -247,8 +249,7 @@ class ModelProxy:
             given = env.get("ANTHROPIC_BASE_URL") if provider == "anthropic" else None
             parts = urlsplit(f"{given.rstrip('/')}/v1" if given else default)
             value = env[key_var] if header == "x-api-key" else f"Bearer {env[key_var]}"
-            token = "hrp-" + secrets.token_urlsafe(24)
-            self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", ((header, value),))
+            token = self._route(parts.scheme, parts.netloc, ((header, value),))
             out[key_var] = token
             out[OPENCODE_PROVIDER_URL[provider]] = f"http://127.0.0.1:{self.port}{parts.path.rstrip('/')}"
         for var in _KEY_VARS:
@@ -263,13 +264,18 @@ class ModelProxy:
         host = "aiplatform.googleapis.com" if region == "global" else f"{region}-aiplatform.googleapis.com"
         upstream = env.get("ANTHROPIC_VERTEX_BASE_URL") or f"https://{host}/v1"
         parts = urlsplit(upstream)
-        token = "hrp-" + secrets.token_urlsafe(24)
         google = _GoogleToken(env.get("GOOGLE_APPLICATION_CREDENTIALS"))
-        self._routes[token] = _Route(f"{parts.scheme}://{parts.netloc}", (), google)
+        token = self._route(parts.scheme, parts.netloc, (), google)
         out = {k: v for k, v in env.items() if k not in _KEY_VARS and k != "GOOGLE_APPLICATION_CREDENTIALS"}
         out["ANTHROPIC_VERTEX_BASE_URL"] = f"http://127.0.0.1:{self.port}/{token}{parts.path.rstrip('/')}"
         out["CLAUDE_CODE_SKIP_VERTEX_AUTH"] = "1"
         return out
+
+    def _route(self, scheme: str, netloc: str, headers: _Headers, google: _GoogleToken | None = None) -> str:
+        """Register a model endpoint with its credential; the new per-turn token names it."""
+        token = "hrp-" + secrets.token_urlsafe(24)
+        self._routes[token] = _Route(f"{scheme}://{netloc}", headers, google)
+        return token
 
     def mcp_route(self, url: str, headers: Mapping[str, str]) -> str:
         """The proxy's URL for a remote MCP server: requests to it go to ``url`` with ``headers``

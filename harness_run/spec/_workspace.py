@@ -39,6 +39,6 @@ class WorkspaceOptions(SpecModel):
     @classmethod
     def _host_dir(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
-            # fresh-machine ok: an example in the message, not a path anything opens
-            raise spec_fail("is blank", "give the directory to work in, e.g. '~/src/webapp', or leave it out")
+            example = "'~/src/webapp'"  # fresh-machine ok: an example in the message, nothing opens it
+            raise spec_fail("is blank", f"give the directory to work in, e.g. {example}, or leave it out")
         return value
