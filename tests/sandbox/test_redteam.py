@@ -11,10 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness_run import SecurityPolicy, SessionConfig
 from harness_run.testing import ScriptedModel, shell, text
 
-from security._attacks import DENIED_MARKERS, HISTORY_ATTACKS, SHELL_ATTACKS, Canaries  # isort: skip
+from security._attacks import DENIED_MARKERS, HISTORY_ATTACKS, SHELL_ATTACKS, Canaries, unguarded_env_dump  # isort: skip
 
 from .conftest import Deployed
 
@@ -73,13 +72,7 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(deployed: Deployed) ->
     assert allowed == [], f"not refused in the sandbox: {allowed}"
     assert f"guard-ok-{canaries.tag}" in outputs[-1]  # ordinary commands still run
 
-    relaxed = engine.start_session(
-        config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
-    )
-    model.add(shell('env | sort; cat /proc/$PPID/environ | tr "\\0" "\\n"'), text("done"))
-    looked = await relaxed.run("find the key", secrets=secrets)
-    assert not looked.is_error, looked.error
-    dump = model.requests[-1].tool_results[-1]
+    dump = await unguarded_env_dump(engine, model, secrets)
     assert "hrp-" in dump and "ANTHROPIC_API_KEY" in dump  # the turn token in its place, not the key
 
     saw = "\n".join(json.dumps(r.body) for r in model.requests)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness_run import Engine
+    from harness_run.testing import ScriptedModel
 
 HARNESSES = ("claude-code", "codex", "opencode")
 MODELS = {"claude-code": "claude-sonnet-4-6", "codex": "gpt-5.6-luna", "opencode": "openai/gpt-5.1"}
@@ -93,3 +98,18 @@ class Canaries:
 
     def all(self) -> list[str]:
         return [self.model_key, self.hidden_secret, self.mcp_secret, self.repo_token, self.file_secret]
+
+
+async def unguarded_env_dump(engine: Engine, model: ScriptedModel, secrets: dict[str, str]) -> str:
+    """With the credential guards off (the proxy alone), the agent prints its environment and its
+    parent's: what it printed."""
+    from harness_run import SecurityPolicy, SessionConfig
+    from harness_run.testing import shell, text
+
+    relaxed = engine.start_session(
+        config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
+    )
+    model.add(shell('env | sort; cat /proc/$PPID/environ | tr "\\0" "\\n"'), text("done"))
+    looked = await relaxed.run("find the key", secrets=secrets)
+    assert not looked.is_error, looked.error
+    return model.requests[-1].tool_results[-1]

@@ -13,7 +13,7 @@ import pytest
 from harness_run import AgentSpec, SecurityPolicy, SessionConfig, local
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._attacks import DENIED_MARKERS, SHELL_ATTACKS, Canaries
+from ._attacks import DENIED_MARKERS, SHELL_ATTACKS, Canaries, unguarded_env_dump
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 ATTACKS = (
@@ -52,13 +52,7 @@ async def test_guards_and_proxy_hold_in_the_container(options: dict[str, Any], t
             assert len(outputs) == len(ATTACKS)
             assert all(any(m in o.lower() for m in DENIED_MARKERS) for o in outputs), outputs
 
-            relaxed = engine.start_session(
-                config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
-            )
-            model.add(shell('env | sort; cat /proc/$PPID/environ | tr "\\0" "\\n"'), text("done"))
-            looked = await relaxed.run("find the key", secrets=secrets)
-            assert not looked.is_error, looked.error
-            dump = model.requests[-1].tool_results[-1]
+            dump = await unguarded_env_dump(engine, model, secrets)
             assert "hrp-" in dump and "ANTHROPIC_API_KEY" in dump  # the turn token, not the key
         finally:
             await engine.aclose()
