@@ -8,6 +8,7 @@ Every turn runs the real ``claude`` inside a container (host network) against th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -351,8 +352,23 @@ async def test_a_turn_whose_client_and_worker_were_killed_is_interrupted_and_sen
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 180)
         assert line.strip() == b"running"
+        # Claude Code writes its transcript a moment after it streams the event: a kill before
+        # that loses the prompt from the resumed conversation (what the product promises is the
+        # transcript as far as the harness wrote it), so kill once the prompt is on disk
+        deadline = time.monotonic() + 30
+        while not transcript_has(prompt):
+            assert time.monotonic() < deadline, "Claude Code never wrote the turn's prompt"
+            await asyncio.sleep(0.05)
         proc.kill()
         await proc.wait()
+
+    def transcript_has(text: str) -> bool:
+        home = setup.workdir / "sessions" / sid
+        for path in home.rglob("*.jsonl"):
+            with contextlib.suppress(OSError):
+                if text in path.read_text(errors="replace"):
+                    return True
+        return False
 
     def kill_worker() -> None:
         running = setup.docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={sid}"})
