@@ -4,7 +4,7 @@
 stays light.
 """
 
-from harness_run.store._open import open_store
+from harness_run.store._open import engine_view, open_store
 from harness_run.store._protocol import HistoryStore, SessionUpdate
 from harness_run.store._records import (
     ApiKeyRecord,
@@ -32,5 +32,6 @@ __all__ = [
     "SqliteStore",
     "TurnLease",
     "TurnRecord",
+    "engine_view",
     "open_store",
 ]

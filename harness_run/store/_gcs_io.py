@@ -42,6 +42,7 @@ class GcsObjects:
         retry_timeout: float = 60.0,
         retry_delay: float = 1.0,
         request_timeout: float = 30.0,
+        engine: str | None = None,
     ) -> None:
         if not bucket or "/" in bucket:
             raise UsageError(f"{bucket!r} is not a bucket name; pass the bare name, e.g. 'my-bucket'")
@@ -77,6 +78,22 @@ class GcsObjects:
         self._indexed: set[str] = set()
         self._written: dict[tuple[str, int], dict[str, list[tuple[int, AgentEvent]]]] = {}
         self._bucket_seen = False
+        self._settings = (project, retry_timeout, retry_delay, request_timeout)
+        self.engine = engine
+        """The engine this store is confined to (its sessions, turns, events and blobs only), or None."""
+        self._confined_to: str | None = None
+        """The object-name prefix every request must stay under (set by a confined store)."""
+
+    def _confine(self, what: str, name: str) -> None:
+        """Refuse a request outside the engine's own folder, before it is sent (defense in depth:
+        IAM on the engine's managed folder refuses it too, but only on a real bucket)."""
+        if self._confined_to is not None and not name.startswith(self._confined_to):
+            raise StoreError(
+                f"cannot {what} {self._where(name)}: this history store is confined to engine "
+                f"{self.engine!r}'s folder {self._where(self._confined_to)} (the sandbox's identity reaches "
+                "only its own engine's sessions); open the store without engine= and with credentials "
+                "for the whole bucket to reach anything else"
+            )
 
     def __repr__(self) -> str:
         return f"GcsStore({self.url!r})"
@@ -118,6 +135,7 @@ class GcsObjects:
 
     def _read(self, name: str) -> tuple[bytes, int] | None:
         """Content and generation of an object, or None when it does not exist."""
+        self._confine("read", name)
         blob = self._bucket.blob(name)
         try:
             data: bytes = self._call(
@@ -153,6 +171,7 @@ class GcsObjects:
         content_type: str = "application/json",
     ) -> None:
         """Upload; ``generation`` 0 = create-only, N = replace generation N, None = unconditional."""
+        self._confine("write", name)
         blob = self._bucket.blob(name)
         if metadata:
             blob.metadata = metadata
@@ -175,6 +194,8 @@ class GcsObjects:
             ) from None
 
     def _list(self, prefix: str) -> list[storage.Blob]:
+        self._confine("list", prefix)
+
         def listing() -> list[storage.Blob]:
             return list(
                 self._client.list_blobs(self._bucket, prefix=prefix, retry=self._retry, timeout=self._timeout)

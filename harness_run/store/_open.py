@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 from harness_run.errors import UsageError
 from harness_run.store._protocol import HistoryStore
 
-__all__ = ["open_store"]
+__all__ = ["engine_view", "open_store"]
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -19,12 +19,15 @@ _HOW = (
 )
 
 
-def open_store(url: str, *, project: str | None = None) -> HistoryStore:
+def open_store(
+    url: str, *, project: str | None = None, engine: str | None = None, confined: bool = False
+) -> HistoryStore:
     """Open the history store at ``url``.
 
     - ``gs://bucket`` or ``gs://bucket/prefix`` -> :class:`~harness_run.store.GcsStore`
       (google-cloud-storage is imported only then; ``project`` is the client's billing project,
-      inferred from the environment when None);
+      inferred from the environment when None; ``engine``/``confined``: that engine's view, see
+      :class:`~harness_run.store.GcsStore`);
     - ``file:///abs/dir``, ``/abs/dir`` or ``relative/dir`` -> :class:`~harness_run.store.SqliteStore`.
     """
     text = url.strip() if isinstance(url, str) else ""  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -44,7 +47,7 @@ def open_store(url: str, *, project: str | None = None) -> HistoryStore:
                 raise UsageError(f"{url!r} has a query or fragment; {_HOW}")
             from harness_run.store.gcs import GcsStore
 
-            return GcsStore(bucket, parts.path.strip("/"), project=project)
+            return GcsStore(bucket, parts.path.strip("/"), project=project, engine=engine, confined=confined)
         if scheme == "file":
             if parts.netloc not in ("", "localhost"):
                 raise UsageError(
@@ -61,3 +64,11 @@ def _sqlite(path: str, url: str) -> HistoryStore:
     from harness_run.store.sqlite import SqliteStore
 
     return SqliteStore(Path(path).expanduser())
+
+
+def engine_view(store: HistoryStore, engine: str) -> HistoryStore:
+    """The store as one engine's runtime uses it: a GCS store keeps that engine's sessions and blobs
+    in its own folder (``GcsStore.for_engine``); any other store is returned as it is."""
+    from harness_run.store.gcs import GcsStore
+
+    return store.for_engine(engine) if isinstance(store, GcsStore) else store

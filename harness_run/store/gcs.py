@@ -4,14 +4,21 @@ Only create-only objects (``if_generation_match=0``) and small compare-and-swap'
 many clients can write one history without a lock server::
 
     <prefix>/engines/<name>/versions/<version>.json      engine record (last writer wins)
-    <prefix>/sessions/<id>/session.json                   session record (CAS for update_session)
-    <prefix>/sessions/<id>/turns/<turn:06d>.json          turn record
-    <prefix>/sessions/<id>/turns/<turn:06d>.lock          turn reservation (create-only: one winner)
-    <prefix>/sessions/<id>/events/<turn:06d>/<first_seq:08d>.jsonl   event segment per flush (create-only)
-    <prefix>/sessions/<id>/events/<turn:06d>/sealed.jsonl  the turn's segments merged, once it ended
-    <prefix>/blobs/<sha256>                               snapshots, content-addressed (create-only)
-    <prefix>/index/<engine>/<session_id>                  empty marker, for list_sessions
     <prefix>/keys/<key_id>.json                           server API key record (its sha256, never the key)
+    <prefix>/history/<engine>/                            one engine's folder (its identity's only reach):
+      index/<session_id>                                  empty marker, for list_sessions
+      sessions/<id>/session.json                          session record (CAS for update_session)
+      sessions/<id>/turns/<turn:06d>.json                 turn record
+      sessions/<id>/turns/<turn:06d>.lock                 turn reservation (create-only: one winner)
+      sessions/<id>/events/<turn:06d>/<first_seq:08d>.jsonl   event segment per flush (create-only)
+      sessions/<id>/events/<turn:06d>/sealed.jsonl        the turn's segments merged, once it ended
+      blobs/<sha256>                                      snapshots, claim tickets (create-only)
+
+Sessions written before the per-engine folders (``<prefix>/sessions/<id>/``, ``<prefix>/index/``,
+``<prefix>/blobs/``) are still found, listed, read and deleted there; the first write moves one
+into its engine's folder (``_gcs_layout``). ``GcsStore(..., engine=E)`` (:meth:`GcsStore.for_engine`)
+keeps an engine's sessions and blobs in its folder; ``confined=True`` (the worker in a sandbox)
+also refuses, before sending it, any request outside that folder.
 
 ``google-cloud-storage`` is imported only when a store is opened. With ``STORAGE_EMULATOR_HOST``
 set (fake-gcs-server) no credentials are needed. Transient errors (429, 5xx, dropped connections)
@@ -40,7 +47,8 @@ from harness_run.store._common import (
     load_event,
     merge_events,
 )
-from harness_run.store._gcs_io import Conflict, GcsObjects
+from harness_run.store._gcs_io import Conflict
+from harness_run.store._gcs_layout import GcsLayout, check_part
 from harness_run.store._protocol import SessionUpdate
 from harness_run.store._records import ApiKeyRecord, EngineRecord, SessionRecord, TurnLease, TurnRecord
 
@@ -62,15 +70,10 @@ def _writers(data: bytes) -> list[str]:
     return [str(t) for t in cast(list[object], found)] if isinstance(found, list) else []
 
 
-def _check_part(kind: str, value: str) -> str:
-    if not value or "/" in value or value in {".", ".."} or any(ord(c) < 32 for c in value):
-        raise UsageError(
-            f"{kind} {value!r} cannot be used in a GCS object name: no '/', no control characters"
-        )
-    return value
+_check_part = check_part
 
 
-class GcsStore(GcsObjects):
+class GcsStore(GcsLayout):
     """History under ``gs://<bucket>/<prefix>``; see the module docstring for the layout.
 
     ``client`` is a ``google.cloud.storage.Client`` to reuse (not closed by :meth:`close`); without
@@ -80,7 +83,60 @@ class GcsStore(GcsObjects):
     Transient failures (429, 5xx, connection errors) are retried with exponential backoff starting
     at ``retry_delay`` seconds for up to ``retry_timeout`` seconds; each request may take up to
     ``request_timeout`` seconds.
+
+    ``engine``: keep that engine's sessions, turns, events and blobs in ``history/<engine>/`` and
+    see no other engine's (an engine's runtime uses such a view: :meth:`for_engine`); ``confined``:
+    also refuse any request outside that folder with a ``StoreError`` (the worker in a sandbox,
+    whose identity IAM confines to the folder; such a store reads no session of the old layout).
     """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        project: str | None = None,
+        client: Any = None,
+        retry_timeout: float = 60.0,
+        retry_delay: float = 1.0,
+        request_timeout: float = 30.0,
+        engine: str | None = None,
+        confined: bool = False,
+    ) -> None:
+        if confined and engine is None:
+            raise UsageError(
+                "GcsStore(confined=True) needs engine=: the engine whose folder it is confined to"
+            )
+        super().__init__(
+            bucket,
+            prefix,
+            project=project,
+            client=client,
+            retry_timeout=retry_timeout,
+            retry_delay=retry_delay,
+            request_timeout=request_timeout,
+            engine=engine,
+        )
+        self._parent: GcsStore | None = None
+        self._setup_layout(engine, confined)
+
+    def for_engine(self, engine: str) -> GcsStore:
+        """A view of this store for one engine's runtime (same client; closing it closes this store)."""
+        if self.engine == engine:
+            return self
+        project, retry_timeout, retry_delay, request_timeout = self._settings
+        view = GcsStore(
+            self.bucket_name,
+            self.prefix,
+            project=project,
+            client=self._client,
+            retry_timeout=retry_timeout,
+            retry_delay=retry_delay,
+            request_timeout=request_timeout,
+            engine=engine,
+        )
+        view._parent = self
+        return view
 
     # --- engines -------------------------------------------------------------------------------
 
@@ -131,35 +187,43 @@ class GcsStore(GcsObjects):
     def delete_engine(self, name: str, version: str) -> None:
         self._delete(self._engine_name(name, _check_part("engine version", version)))
 
-    def _delete(self, obj: str) -> None:
-        blob = self._bucket.blob(obj)
-        try:
-            self._call(
-                f"delete {self._where(obj)}", lambda: blob.delete(retry=self._retry, timeout=self._timeout)
-            )
-        except self._gexc.NotFound:
-            return
-
     # --- sessions ------------------------------------------------------------------------------
 
-    def _session_name(self, session_id: str, *rest: str) -> str:
-        return self._name("sessions", _check_part("session id", session_id), *(rest or ("session.json",)))
+    def _check_engine(self, engine: str) -> str:
+        if self.engine is not None and engine != self.engine:
+            raise UsageError(
+                f"this history store is engine {self.engine!r}'s view; a record of engine {engine!r} "
+                "does not belong in it (open the store without engine= for every engine's sessions)"
+            )
+        return check_part("engine name", engine)
 
     def _index(self, record: SessionRecord) -> None:
         """The list_sessions marker, written before the record so a listed session is never lost."""
         if record.session_id in self._indexed:
             return
-        name = self._name("index", _check_part("engine name", record.engine), record.session_id)
+        name = self._home(self._check_engine(record.engine), "index", record.session_id)
         with contextlib.suppress(Conflict):  # already indexed
             self._write(name, b"", generation=0, content_type="text/plain")
         self._indexed.add(record.session_id)
 
     def put_session(self, record: SessionRecord) -> None:
+        sid = check_part("session id", record.session_id)
+        engine = self._check_engine(record.engine)
+        if sid not in self._homes and self._legacy_record(sid) is not None:
+            self._session_name(sid, write=True)  # an old-layout session: move it first
+        self._homes[sid] = engine
         self._index(record)
-        self._write(self._session_name(record.session_id), record.model_dump_json().encode(), generation=None)
+        self._write(
+            self._home(engine, "sessions", sid, "session.json"),
+            record.model_dump_json().encode(),
+            generation=None,
+        )
 
     def get_session(self, session_id: str) -> SessionRecord | None:
-        return self._get_record(SessionRecord, self._session_name(session_id))
+        record = self._get_record(SessionRecord, self._session_name(session_id))
+        if record is not None and self.engine is not None and record.engine != self.engine:
+            return None  # another engine's session in the old layout: not this view's
+        return record
 
     def update_session(self, session_id: str, update: SessionUpdate) -> SessionRecord | None:
         """Read, ``update``, write back only if nobody wrote meanwhile (else re-read and re-apply).
@@ -168,7 +232,7 @@ class GcsStore(GcsObjects):
         writers): when a write's reply is lost and its retry meets the precondition, the next read
         shows whether the write landed, so an update is never applied twice.
         """
-        name = self._session_name(session_id)
+        name = self._session_name(session_id, write=True)
         sent: list[tuple[str, SessionRecord]] = []
         for attempt in range(_CAS_ATTEMPTS):
             got = self._read(name)
@@ -200,17 +264,38 @@ class GcsStore(GcsObjects):
         )
 
     def list_sessions(self, engine: str | None = None) -> list[SessionRecord]:
-        prefix = (
-            self._name("index", _check_part("engine name", engine), "") if engine else self._name("index", "")
-        )
-        ids = sorted({b.name.rsplit("/", 1)[-1] for b in self._list(prefix)})
-        records = self._get_records(SessionRecord, [self._session_name(i) for i in ids])
+        if engine is not None:
+            check_part("engine name", engine)
+            if self.engine is not None and engine != self.engine:
+                if self.confined:
+                    self._confine("list", self._home(engine, "index", ""))
+                return []
+        engine = engine or self.engine
+        engines = [engine] if engine else self._engine_names()
+        listed = self._map(lambda e: self._list(self._home(e, "index", "")), engines)
+        names: dict[str, str] = {}
+        for e, blobs in zip(engines, listed, strict=True):
+            for blob in blobs:
+                sid = blob.name.rsplit("/", 1)[-1]
+                names[sid] = self._home(e, "sessions", sid, "session.json")
+        if not self.confined:  # sessions of the old shared layout not moved yet
+            old = (
+                self._name("index", check_part("engine name", engine), "")
+                if engine
+                else self._name("index", "")
+            )
+            for blob in self._list(old):
+                sid = blob.name.rsplit("/", 1)[-1]
+                names.setdefault(sid, self._name("sessions", sid, "session.json"))
+        records = self._get_records(SessionRecord, [names[i] for i in sorted(names)])
+        if engine:
+            records = [r for r in records if r.engine == engine]
         return sorted(records, key=lambda r: (r.updated_at, r.session_id))
 
     # --- turns ---------------------------------------------------------------------------------
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
-        name = self._session_name(session_id, "turns", f"{turn:06d}.lock")
+        name = self._session_name(session_id, "turns", f"{turn:06d}.lock", write=True)
         body = json.dumps({"holder": holder, "at": time.time()}).encode()
         try:
             self._write(name, body, generation=0)
@@ -236,7 +321,7 @@ class GcsStore(GcsObjects):
             ) from None
 
     def renew_turn(self, session_id: str, turn: int, holder: str) -> None:
-        name = self._session_name(session_id, "turns", f"{turn:06d}.lock")
+        name = self._session_name(session_id, "turns", f"{turn:06d}.lock", write=True)
         for _ in range(_CAS_ATTEMPTS):
             got = self._read(name)
             if got is None:
@@ -258,7 +343,7 @@ class GcsStore(GcsObjects):
         return self._lease(name, session_id, turn, got[0]) if got is not None else None
 
     def put_turn(self, record: TurnRecord) -> None:
-        name = self._session_name(record.session_id, "turns", f"{record.turn:06d}.json")
+        name = self._session_name(record.session_id, "turns", f"{record.turn:06d}.json", write=True)
         self._write(name, record.model_dump_json().encode(), generation=None)
         if record.result is not None:
             self._seal_later(record.session_id, record.turn)
@@ -297,7 +382,9 @@ class GcsStore(GcsObjects):
         """One create-only segment per call; a segment already there keeps its events (first wins)."""
         rows: list[tuple[int, AgentEvent]] = event_rows(events)
         while rows:
-            name = self._session_name(session_id, "events", f"{turn:06d}", f"{rows[0][0]:08d}.jsonl")
+            name = self._session_name(
+                session_id, "events", f"{turn:06d}", f"{rows[0][0]:08d}.jsonl", write=True
+            )
             try:
                 self._put_segment(name, rows)
                 self._remember(session_id, turn, name, rows)
@@ -387,7 +474,7 @@ class GcsStore(GcsObjects):
     # --- server API keys (hashes only) ----------------------------------------------------------
 
     def put_api_key(self, record: ApiKeyRecord) -> None:
-        name = self._name("keys", f"{_check_part('API key id', record.key_id)}.json")
+        name = self._name("keys", f"{check_part('API key id', record.key_id)}.json")
         self._write(name, record.model_dump_json().encode(), generation=None)
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
@@ -403,23 +490,42 @@ class GcsStore(GcsObjects):
     # --- blobs ---------------------------------------------------------------------------------
 
     def delete_session(self, session_id: str) -> None:
-        record = self.get_session(session_id)
-        names = [b.name for b in self._list(self._session_name(session_id, ""))]
-        for name in sorted(names, key=lambda n: n.endswith("session.json")):  # the record last
-            self._delete(name)
-        if record is not None:
-            self._delete(self._name("index", _check_part("engine name", record.engine), session_id))
+        """Both layouts: the engine's folder and (unconfined) what the old layout still holds."""
+        engine, _ = self._locate(check_part("session id", session_id))
+        legacy = self._legacy_record(session_id)
+        if legacy is not None and self.engine is not None and legacy.engine != self.engine:
+            legacy = None  # another engine's session: not this view's to delete
+        roots = [self._home(engine, "sessions", session_id, "")] if engine else []
+        if not self.confined and (legacy is not None or engine is None):
+            roots.append(self._name("sessions", session_id, ""))
+        for root in roots:
+            names = [b.name for b in self._list(root)]
+            for name in sorted(names, key=lambda n: n.endswith("session.json")):  # the record last
+                self._delete(name)
+        if engine:
+            self._delete(self._home(engine, "index", session_id))
+        if legacy is not None:
+            self._delete(self._name("index", check_part("engine name", legacy.engine), session_id))
         self._indexed.discard(session_id)
+        self._homes.pop(session_id, None)
+
+    def _blob_name(self, key: str) -> str:
+        check_blob_key(key)
+        return self._home(self.engine, "blobs", key) if self.engine else self._name("blobs", key)
 
     def put_blob(self, data: bytes) -> str:
+        """In the engine's folder (a view), else in the shared ``blobs/`` of the old layout."""
         key = hashlib.sha256(data).hexdigest()
         with contextlib.suppress(Conflict):  # content-addressed: already there
-            self._write(self._name("blobs", key), data, generation=0, content_type="application/octet-stream")
+            self._write(self._blob_name(key), data, generation=0, content_type="application/octet-stream")
         return key
 
     def get_blob(self, key: str) -> bytes | None:
-        name = self._name("blobs", check_blob_key(key))
+        name = self._blob_name(key)
         got = self._read(name)
+        if got is None and self.engine is not None and not self.confined:  # a snapshot of the old layout
+            name = self._name("blobs", key)
+            got = self._read(name)
         if got is None:
             return None
         if hashlib.sha256(got[0]).hexdigest() != key:
@@ -427,13 +533,15 @@ class GcsStore(GcsObjects):
         return got[0]
 
     def delete_blob(self, key: str) -> None:
-        self._delete(self._name("blobs", check_blob_key(key)))
+        self._delete(self._blob_name(key))
 
     def close(self) -> None:
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+        if self._parent is not None:
+            self._parent.close()
         if self._owns_client:
             with contextlib.suppress(Exception):  # closing a transport never matters to the caller
                 self._client.close()

@@ -341,7 +341,7 @@ async def serve(
     imported = time.monotonic() - started
     spec = load_spec(settings)
     egress = await start_egress(settings, spec)
-    store = await asyncio.to_thread(open_history_store, settings.store_url)
+    store = await asyncio.to_thread(open_history_store, settings.store_url, spec.name)
     worker = Worker(
         spec,
         store,

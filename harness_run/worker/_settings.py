@@ -138,8 +138,11 @@ def token_matches(header: str | None, expected_sha256: str | None) -> bool:
     return hmac.compare_digest(digest, expected_sha256)
 
 
-def open_history_store(url: str) -> HistoryStore:
-    """The store named by ``HARNESS_RUN_STORE`` (``gs://bucket/prefix``, ``file://path`` or a path)."""
+def open_history_store(url: str, engine: str) -> HistoryStore:
+    """The store named by ``HARNESS_RUN_STORE`` (``gs://bucket/prefix``, ``file://path`` or a path).
+
+    On GCS it is confined to ``engine``'s folder: a request for anything outside it is refused
+    before it is sent (the pod's identity reaches only that folder; see ``GcsStore``)."""
     from harness_run.store import open_store
 
-    return open_store(url)
+    return open_store(url, engine=engine, confined=True)

@@ -33,9 +33,9 @@ class Backend:
 
     def _object(self, what: str, key: str = "") -> str:
         names = {
-            "session": "sessions/s1/session.json",
-            "turn": "sessions/s1/turns/000001.json",
-            "events": "sessions/s1/events/000001/00000000.jsonl",
+            "session": "history/eng/sessions/s1/session.json",
+            "turn": "history/eng/sessions/s1/turns/000001.json",
+            "events": "history/eng/sessions/s1/events/000001/00000000.jsonl",
             "engine": "engines/eng/versions/v1.json",
             "blob": f"blobs/{key}",
         }

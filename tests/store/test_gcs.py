@@ -67,18 +67,18 @@ def test_the_bucket_layout_is_the_documented_one(gcs: GcsStore) -> None:
     gcs.put_turn(TurnRecord(session_id="s1", turn=1, prompt="p", started_at=1.0))
     gcs.append_events("s1", 1, [ev(0), ev(1)])
     gcs.append_events("s1", 1, [ev(2)])
-    key = gcs.put_blob(b"workspace tarball")
+    key = gcs.for_engine("eng").put_blob(b"workspace tarball")  # an engine's runtime: its folder
     assert sorted(objects(gcs)) == [
-        f"blobs/{key}",
         "engines/eng/versions/sha256-abc.json",
-        "index/eng/s1",
-        "sessions/s1/events/000001/00000000.jsonl",
-        "sessions/s1/events/000001/00000002.jsonl",
-        "sessions/s1/session.json",
-        "sessions/s1/turns/000001.json",
-        "sessions/s1/turns/000001.lock",
+        f"history/eng/blobs/{key}",
+        "history/eng/index/s1",
+        "history/eng/sessions/s1/events/000001/00000000.jsonl",
+        "history/eng/sessions/s1/events/000001/00000002.jsonl",
+        "history/eng/sessions/s1/session.json",
+        "history/eng/sessions/s1/turns/000001.json",
+        "history/eng/sessions/s1/turns/000001.lock",
     ]
-    lock = json.loads(objects(gcs)["sessions/s1/turns/000001.lock"].download_as_bytes())
+    lock = json.loads(objects(gcs)["history/eng/sessions/s1/turns/000001.lock"].download_as_bytes())
     assert lock["holder"] == "me"
 
 

@@ -267,6 +267,7 @@ def test_a_record_with_a_bad_field_is_a_store_error_naming_record_and_field(
 
 
 def test_a_stored_event_that_is_not_an_event_is_a_store_error(backend: Backend, store: HistoryStore) -> None:
+    store.put_session(session_record())
     store.append_events("s1", 1, [ev(1, 0, "x")])
     bad = {"type": "message", "seq": 0}  # no text
     backend.write_raw(

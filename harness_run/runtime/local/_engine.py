@@ -49,7 +49,7 @@ from harness_run.security import (
     secret_values,
 )
 from harness_run.spec import AgentSpec, WorkspaceOptions
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord, engine_view
 from harness_run.vocab import telemetry
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
@@ -123,7 +123,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         super().__init__(owns_store=store is None)
         self.spec = spec
         self.workdir = resolve_workdir(workdir if workdir is not None else default_workdir())
-        self.store = store if store is not None else SqliteStore(self.workdir)
+        self.store = engine_view(store, spec.name) if store is not None else SqliteStore(self.workdir)
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env

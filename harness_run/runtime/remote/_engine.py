@@ -37,7 +37,7 @@ from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
 from harness_run.security import redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord
+from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord, engine_view
 from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class WorkerEngine(EngineBase):
         super().__init__(owns_store=owns_store)
         self.record = record
         self.spec = AgentSpec.from_dict(record.spec)
-        self.store = store
+        self.store = engine_view(store, record.name)
         self.version = record.version
         self.claims = claims
         self._on_close: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {}

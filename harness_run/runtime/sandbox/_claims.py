@@ -25,7 +25,7 @@ from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.remote import Claim, HeldClaims
 from harness_run.runtime.sandbox._kube import Kube, Obj, get_list, get_map, get_str
-from harness_run.store import HistoryStore
+from harness_run.store import HistoryStore, engine_view
 from harness_run.vocab import k8s
 
 __all__ = ["LABEL_SESSION", "Claim", "ClaimPool", "claim_ready", "worker_address"]
@@ -87,7 +87,7 @@ class ClaimPool(HeldClaims):
         self.pool = pool
         self.lease = lease + max(0.0, idle_ttl) + claim_timeout
         self.router_url = router_url.rstrip("/") if router_url else None
-        self.store = store
+        self.store = engine_view(store, engine) if store is not None else None
         """Where the claim tickets go (``k8s.CLAIM_TICKET``): the engine's history store."""
         self._tickets: dict[str, str] = {}
         """claim name -> its ticket's blob key (deleted with the claim)."""

@@ -24,11 +24,26 @@ class Blob:
         retry: Retry | None = ...,
     ) -> None: ...
     def delete(self, *, timeout: float = ..., retry: Retry | None = ...) -> None: ...
+    def exists(self, *, timeout: float = ..., retry: Retry | None = ...) -> bool: ...
 
 class Bucket:
     name: str
     def blob(self, blob_name: str) -> Blob: ...
     def exists(self, *, timeout: float = ..., retry: Retry | None = ...) -> bool: ...
+    def copy_blob(
+        self,
+        blob: Blob,
+        destination_bucket: Bucket,
+        new_name: str | None = ...,
+        *,
+        if_generation_match: int | None = ...,
+        timeout: float = ...,
+        retry: Retry | None = ...,
+    ) -> Blob: ...
+
+class _BlobPages(Iterator[Blob]):
+    prefixes: set[str]
+    def __next__(self) -> Blob: ...
 
 class Client:
     def __init__(
@@ -40,7 +55,8 @@ class Client:
         bucket_or_name: Bucket | str,
         *,
         prefix: str | None = ...,
+        delimiter: str | None = ...,
         timeout: float = ...,
         retry: Retry | None = ...,
-    ) -> Iterator[Blob]: ...
+    ) -> _BlobPages: ...
     def close(self) -> None: ...
