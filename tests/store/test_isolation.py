@@ -13,6 +13,7 @@ import pytest
 from harness_run.errors import StoreError, UsageError
 from harness_run.events import MessageEvent
 from harness_run.store import EngineRecord, GcsStore, SessionRecord, SnapshotRef, TurnRecord, open_store
+from testkit.old_layout import to_old_layout
 
 pytestmark = pytest.mark.integration
 
@@ -33,25 +34,6 @@ def names(store: GcsStore) -> list[str]:
 
     blobs = storage.Client().list_blobs(store.bucket_name, prefix=f"{store.prefix}/")
     return sorted(b.name.removeprefix(f"{store.prefix}/") for b in blobs)
-
-
-def to_old_layout(store: GcsStore, engine: str, sid: str, *keys: str) -> None:
-    """Move a session (and the blobs ``keys``) to where versions before per-engine folders kept it:
-    ``sessions/<id>/``, ``index/<engine>/<id>``, ``blobs/``."""
-    from google.cloud import storage
-
-    bucket = storage.Client().bucket(store.bucket_name)
-    home = f"{store.prefix}/history/{engine}/"
-    for blob in list(bucket.list_blobs(prefix=home)):
-        rest = blob.name[len(home) :]
-        if rest == f"index/{sid}":
-            target = f"index/{engine}/{sid}"
-        elif rest.startswith(f"sessions/{sid}/") or rest in {f"blobs/{k}" for k in keys}:
-            target = rest
-        else:
-            continue
-        bucket.copy_blob(blob, bucket, f"{store.prefix}/{target}")
-        blob.delete()
 
 
 def session(sid: str, engine: str, snapshot: str | None = None) -> SessionRecord:
@@ -104,7 +86,10 @@ def test_two_engines_in_one_bucket_each_see_only_their_own_sessions(url: str) ->
     fresh = gcs(url)
     assert [s.session_id for s in fresh.list_sessions()] == ["sa", "sb"]
     assert [s.session_id for s in fresh.list_sessions("beta")] == ["sb"]
-    assert [e.text for e in fresh.read_events("sb") if isinstance(e, MessageEvent)] == ["said in sb", "more in sb"]
+    assert [e.text for e in fresh.read_events("sb") if isinstance(e, MessageEvent)] == [
+        "said in sb",
+        "more in sb",
+    ]
 
     # the worker of engine alpha: its own sessions and blobs, nothing of beta's
     alpha = gcs(url, engine="alpha", confined=True)
