@@ -9,24 +9,31 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from testkit.old_layout import to_old_layout
 
 from harness_run.errors import StoreError, UsageError
 from harness_run.events import MessageEvent
 from harness_run.store import EngineRecord, GcsStore, SessionRecord, SnapshotRef, TurnRecord, open_store
-from testkit.old_layout import to_old_layout
 
 pytestmark = pytest.mark.integration
+
+
+_OPENED: list[GcsStore] = []
 
 
 def gcs(url: str, **kw: Any) -> GcsStore:
     store = open_store(url, **kw)
     assert isinstance(store, GcsStore)
+    _OPENED.append(store)
     return store
 
 
 @pytest.fixture
 def url(gcs_store_url: str) -> Iterator[str]:
+    """A fresh bucket; the stores the test opened on it are closed after it."""
     yield gcs_store_url
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 def names(store: GcsStore) -> list[str]:
@@ -108,13 +115,11 @@ def test_two_engines_in_one_bucket_each_see_only_their_own_sessions(url: str) ->
             call()
         message = str(caught.value)
         assert f"cannot {what} gs://" in message and "confined to engine 'alpha'" in message
-        assert f"/history/alpha/ (the sandbox's identity reaches only its own engine's sessions)" in message
+        assert "/history/alpha/ (the sandbox's identity reaches only its own engine's sessions)" in message
     with pytest.raises(UsageError, match="engine 'alpha''s view; a record of engine 'beta'"):
         alpha.put_session(session("sx", "beta"))
     with pytest.raises(UsageError, match="confined=True\\) needs engine="):
         gcs(url, confined=True)
-    for store in (admin, fresh, alpha):
-        store.close()
 
 
 def test_a_session_of_the_old_layout_is_found_read_moved_on_write_and_deleted(url: str) -> None:
@@ -167,7 +172,8 @@ def test_a_move_interrupted_at_any_point_is_finished_by_the_next_write(url: str)
     admin = gcs(url)
     to_old_layout(admin, "alpha", "s1", write_session(admin, "s1", "alpha", b"ws one"))
     to_old_layout(admin, "alpha", "s2", write_session(admin, "s2", "alpha", b"ws two"))
-    bucket = storage.Client().bucket(admin.bucket_name)
+    client = storage.Client()
+    bucket = client.bucket(admin.bucket_name)
     p = admin.prefix
 
     def copy(rest: str) -> None:
@@ -176,7 +182,7 @@ def test_a_move_interrupted_at_any_point_is_finished_by_the_next_write(url: str)
     # s1: crashed after copying one event segment, before the record
     copy("sessions/s1/events/000001/00000000.jsonl")
     # s2: crashed after copying everything and the record, before deleting the old objects
-    for blob in list(bucket.list_blobs(prefix=f"{p}/sessions/s2/")):
+    for blob in list(client.list_blobs(bucket, prefix=f"{p}/sessions/s2/")):
         copy(blob.name.removeprefix(f"{p}/"))
 
     reader = gcs(url)

@@ -17,10 +17,11 @@ def to_old_layout(store: GcsStore, engine: str, sid: str, *keys: str) -> None:
     """Move session ``sid`` of ``engine`` and the blobs ``keys`` to the old shared layout."""
     from google.cloud import storage
 
-    bucket = storage.Client().bucket(store.bucket_name)
+    client = storage.Client()
+    bucket = client.bucket(store.bucket_name)
     home = f"{store.prefix}/history/{engine}/"
     blobs = {f"blobs/{k}" for k in keys}
-    for blob in list(bucket.list_blobs(prefix=home)):
+    for blob in list(client.list_blobs(bucket, prefix=home)):
         rest = blob.name[len(home) :]
         if rest == f"index/{sid}":
             target = f"index/{engine}/{sid}"

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from testkit.old_layout import to_old_layout
 
 from harness_run.errors import SessionNotFoundError
 from harness_run.runtime.remote import WorkerClient
 from harness_run.store import GcsStore, open_store
 from harness_run.testing import ScriptedModel, shell, text
-from testkit.old_layout import to_old_layout
 
 from .conftest import SPEC, TOKEN, WorkerFactory, new_session
 from .test_worker import collect, turn
