@@ -110,7 +110,7 @@ def versioned_name(engine: str, short: str) -> str:
 
 
 def _engine_object_name(engine: str, suffix: str) -> str:
-    return f"{engine[: 62 - len(suffix)].rstrip('-')}-{suffix}"
+    return k8s.engine_object_name(engine, suffix)
 
 
 def engine_labels(engine: str, short: str | None = None) -> dict[str, str]:

@@ -16,7 +16,9 @@ __all__ = ["main"]
 
 _EPILOG = """\
 exit codes: 0 ready (or applied), 1 something is missing (--check) or a step failed, 2 bad arguments.
-Nothing is ever deleted or replaced; running it again only adds what is still missing."""
+Nothing is ever deleted or replaced, except that with --engine the namespace-wide grant on the
+bucket is removed (it would reach every engine's history); running it again only adds what is
+still missing."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +39,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", default="default", help="Kubernetes namespace of the sandboxes")
     p.add_argument("--node-pool", default="agent-sandbox-pool", help="gVisor node pool name")
     p.add_argument("--machine-type", default="n2-standard-4", help="node pool machine type")
+    p.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="isolate this engine's history (repeat per engine): a managed folder history/NAME/ that only "
+        "its pods (service account NAME-agent) reach; the namespace-wide grant on the bucket is then "
+        "removed",
+    )
+    p.add_argument(
+        "--history-prefix",
+        default="",
+        metavar="PATH",
+        help="the store URL's path in the bucket, when it has one (gs://BUCKET/PATH)",
+    )
     p.add_argument("--agent-sandbox-version", default=AGENT_SANDBOX_VERSION, help=argparse.SUPPRESS)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="audit only; exit 1 if anything is missing")
@@ -59,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             node_pool=args.node_pool,
             machine_type=args.machine_type,
             agent_sandbox_version=args.agent_sandbox_version,
+            engines=tuple(args.engine),
+            history_prefix=args.history_prefix,
         )
     except UsageError as exc:
         print(f"harness-run-gcp-setup: error: {exc}", file=sys.stderr)

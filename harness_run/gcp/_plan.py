@@ -1,16 +1,19 @@
 """The GCP setup plan: a pure function from options to ordered, idempotent steps.
 
 Each step has a read-only audit (a command whose success means "already done") and the commands
-that make it so. Nothing is ever deleted or replaced: steps only add what is missing.
+that make it so. Nothing is ever deleted or replaced (steps only add what is missing), except the
+namespace-wide grant on the bucket when engines' history is isolated (``_history``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness_run.errors import UsageError
+from harness_run.gcp._history import history_steps
+from harness_run.gcp._step import Step
 from harness_run.vocab.gcp import SERVER_ACCOUNT, server_account_email
 
 __all__ = ["AGENT_SANDBOX_VERSION", "SetupOptions", "Step", "plan", "setup_scripts_dir"]
@@ -31,6 +34,7 @@ _APIS = (
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9](-[a-z])?$")
+_ENGINE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def setup_scripts_dir() -> Path:
@@ -55,6 +59,10 @@ class SetupOptions:
     node_pool: str = "agent-sandbox-pool"
     machine_type: str = "n2-standard-4"
     agent_sandbox_version: str = AGENT_SANDBOX_VERSION
+    engines: tuple[str, ...] = ()
+    """Engines whose history is isolated: each gets a managed folder only its pods reach."""
+    history_prefix: str = ""
+    """The store URL's prefix in the bucket (``gs://<bucket>/<prefix>``)."""
 
     def __post_init__(self) -> None:
         if not _PROJECT.match(self.project):
@@ -74,6 +82,20 @@ class SetupOptions:
                 raise UsageError(f"{flag} {value!r} must be a lowercase name (letters, digits, hyphens)")
         if self.bucket and not re.match(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", self.bucket):
             raise UsageError(f"--bucket {self.bucket!r} is not a valid bucket name")
+        for engine in self.engines:
+            if not _ENGINE.match(engine):
+                raise UsageError(
+                    f"--engine {engine!r} is not an engine name (the spec's name: 1-63 lowercase letters, "
+                    "digits and hyphens, starting and ending with a letter or digit)"
+                )
+        if len(set(self.engines)) != len(self.engines):
+            raise UsageError("--engine names an engine twice; name each engine once")
+        prefix = self.history_prefix.strip("/")
+        if prefix != self.history_prefix or any(p in {"", ".", ".."} for p in prefix.split("/") if prefix):
+            raise UsageError(
+                f"--history-prefix {self.history_prefix!r} must be the store URL's path without "
+                "leading or trailing '/', e.g. 'team-a' for gs://bucket/team-a"
+            )
 
     @property
     def bucket_name(self) -> str:
@@ -96,21 +118,6 @@ class SetupOptions:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One idempotent step. ``audit`` succeeding (exit 0, and ``expect`` in its output when given)
-    means the step is done; otherwise ``apply`` runs, in order. ``{project_number}`` in a command is
-    filled from the project audit."""
-
-    key: str
-    title: str
-    why: str
-    audit: tuple[str, ...]
-    apply: tuple[tuple[str, ...], ...]
-    expect: str | None = None
-    needs: tuple[str, ...] = field(default_factory=tuple[str, ...])
-
-
 def plan(options: SetupOptions) -> list[Step]:
     """The ordered steps for ``options`` (pure and deterministic)."""
     o = options
@@ -120,6 +127,34 @@ def plan(options: SetupOptions) -> list[Step]:
     member = o.principal("{project_number}")
     server = f"serviceAccount:{o.server_account}"
     script = str(setup_scripts_dir() / "install-agent-sandbox.sh")
+    bucket_iam = Step(
+        "bucket-iam",
+        "sandboxes may write history",
+        f"roles/storage.objectUser on {bucket} for the namespace's pods (Workload Identity)",
+        ("gcloud", "storage", "buckets", "get-iam-policy", bucket, *p, "--format=json"),
+        (
+            (
+                "gcloud",
+                "storage",
+                "buckets",
+                "add-iam-policy-binding",
+                bucket,
+                *p,
+                f"--member={member}",
+                "--role=roles/storage.objectUser",
+            ),
+        ),
+        expect=member,
+        needs=("bucket", "project"),
+    )
+    history = history_steps(
+        bucket=o.bucket_name,
+        prefix=o.history_prefix,
+        engines=o.engines,
+        project=o.project,
+        namespace=o.namespace,
+        namespace_member=member,
+    )
     return [
         Step(
             "project",
@@ -225,20 +260,7 @@ def plan(options: SetupOptions) -> list[Step]:
             (("kubectl", "create", "namespace", o.namespace),),
             needs=("credentials",),
         ),
-        Step(
-            "bucket-iam",
-            "sandboxes may write history",
-            f"roles/storage.objectUser on {bucket} for the namespace's pods (Workload Identity)",
-            ("gcloud", "storage", "buckets", "get-iam-policy", bucket, *p, "--format=json"),
-            (
-                (
-                    "gcloud", "storage", "buckets", "add-iam-policy-binding", bucket, *p,
-                    f"--member={member}", "--role=roles/storage.objectUser",
-                ),
-            ),
-            expect=member,
-            needs=("bucket", "project"),
-        ),
+        *(history or [bucket_iam]),
         Step(
             "vertex-iam",
             "sandboxes may call Vertex AI",

@@ -58,6 +58,10 @@ def audit_step(step: Step, values: dict[str, str], blocked: set[str], run: Runne
         absent = [w for w in wanted if w not in result.stdout]
         if absent:
             return Audit(step, "missing", f"not yet: {', '.join(absent)}")
+    if step.forbid is not None:
+        unwanted = fill([step.forbid], values)[0]
+        if unwanted in result.stdout:
+            return Audit(step, "missing", f"still there: {unwanted}")
     if step.key == "project":
         values["project_number"] = result.stdout.strip()
     return Audit(step, "done")

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from harness_run.errors import UsageError
 from harness_run.store._gcs_io import Conflict, GcsObjects
 from harness_run.store._records import SessionRecord, TurnRecord
+from harness_run.vocab.gcp import HISTORY_FOLDER
 
 __all__ = ["HISTORY", "GcsLayout", "check_part"]
 
-HISTORY = "history"
+HISTORY = HISTORY_FOLDER
 """The folder of per-engine history: ``<prefix>/history/<engine>/{index,sessions,blobs}/``."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 __all__ = [
+    "AGENT_ACCOUNT_SUFFIX",
     "ANNOTATION_DIGEST",
     "ANNOTATION_HARNESSES",
     "ANNOTATION_TOKEN_SHA256",
@@ -35,6 +36,8 @@ __all__ = [
     "WORKER_PORT_NAME",
     "WORKLOAD_IDENTITY_ANNOTATION",
     "Kind",
+    "agent_service_account",
+    "engine_object_name",
 ]
 
 
@@ -114,3 +117,18 @@ WORKER_PORT: Final = 8787
 WORKER_PORT_NAME: Final = "worker"
 PODINFO_VOLUME: Final = "podinfo"
 PODINFO_DIR: Final = "/etc/harness-run/podinfo"
+
+
+# Per-engine objects (kept across versions) are named ``<engine>-<suffix>`` within 62 characters;
+# the engine's Kubernetes service account is its identity for Workload Identity (GCS, Vertex AI).
+AGENT_ACCOUNT_SUFFIX: Final = "agent"
+
+
+def engine_object_name(engine: str, suffix: str) -> str:
+    """``<engine>-<suffix>``, the engine name cut so the whole fits in 62 characters."""
+    return f"{engine[: 62 - len(suffix)].rstrip('-')}-{suffix}"
+
+
+def agent_service_account(engine: str) -> str:
+    """The Kubernetes service account an engine's sandboxes run as (``<engine>-agent``)."""
+    return engine_object_name(engine, AGENT_ACCOUNT_SUFFIX)

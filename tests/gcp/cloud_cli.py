@@ -66,6 +66,28 @@ if tool == "gcloud":
         state["apis"] = sorted(a for a in args[2:] if a.endswith(".googleapis.com"))
         save()
         sys.exit(0)
+    if args[:2] == ["storage", "managed-folders"]:  # a folder's own policy: state["folders"][url]
+        verb, url = args[2], args[3]
+        folders: dict[str, list[str]] = state.setdefault("folders", {})
+        bucket = "gs://" + url.removeprefix("gs://").split("/", 1)[0]
+        if verb == "create":
+            if f"storage buckets/{bucket}" not in have or url in folders:
+                print(f"ERROR: cannot create managed folder {url}", file=sys.stderr)
+                sys.exit(1)
+            folders[url] = []
+        elif url not in folders:
+            print(f"ERROR: NOT_FOUND: managed folder {url}", file=sys.stderr)
+            sys.exit(1)
+        elif verb == "get-iam-policy":
+            print(json.dumps({"bindings": [{"members": folders[url]}]}))
+        elif verb == "add-iam-policy-binding":
+            folders[url].append(flag("member"))
+        save()
+        sys.exit(0)
+    if args[:3] == ["storage", "buckets", "remove-iam-policy-binding"]:
+        members[:] = [m for m in members if m != flag("member")]
+        save()
+        sys.exit(0)
     for kind, verb_at in (
         ("artifacts repositories", 2),
         ("storage buckets", 2),

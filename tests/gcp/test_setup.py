@@ -196,3 +196,83 @@ def test_the_server_cluster_role_is_audited_by_role_not_just_by_member(cloud: di
     assert audit["server-cluster-iam"] == "missing"
     assert audit["server-account"] == audit["server-bucket-iam"] == audit["vertex-iam"] == "done"
     assert result.returncode == 1
+
+
+def test_engines_history_is_isolated_by_managed_folders_and_the_bucket_wide_grant_goes(
+    cloud: dict[str, str],
+) -> None:
+    assert (
+        _setup(cloud, "--yes").returncode == 0
+    )  # an earlier setup: the namespace's pods on the whole bucket
+    namespace = "principalSet://iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/my-project.svc.id.goog/namespace/default"
+    state_path = Path(cloud["HR_CLOUD_STATE"])
+    assert namespace in json.loads(state_path.read_text())["members"]
+
+    plan_only = _setup(
+        cloud, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--dry-run"
+    )
+    assert plan_only.returncode == 0, plan_only.stderr
+    assert (
+        "gcloud storage managed-folders create gs://my-project-harness-run/team/history/alpha/"
+        in plan_only.stdout
+    )
+    assert "buckets remove-iam-policy-binding gs://my-project-harness-run" in plan_only.stdout
+    assert "sandboxes may write history" not in plan_only.stdout  # no bucket-wide grant in this plan
+
+    check = _setup(cloud, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--check")
+    assert check.returncode == 1
+    assert f"still there: {namespace}" in check.stdout
+    assert "5 of 19 steps missing" in check.stdout
+
+    failing = {
+        **cloud,
+        "HR_CLOUD_FAIL": "managed-folders create gs://my-project-harness-run/team/history/alpha/",
+    }
+    result = _setup(failing, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--yes")
+    assert result.returncode == 1
+    assert (
+        "FAILED: `gcloud storage managed-folders create gs://my-project-harness-run/team/history/alpha/"
+        in result.stdout
+    )
+    assert "skip engine alpha's pods may write its history (an earlier step failed)" in result.stdout
+    state = json.loads(state_path.read_text())
+    beta = "principal://iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/my-project.svc.id.goog/subject/ns/default/sa/beta-agent"
+    assert state["folders"] == {"gs://my-project-harness-run/team/history/beta/": [beta]}  # beta went on
+    assert namespace not in state["members"]  # the bucket-wide grant is gone
+    assert any("harness-run-server" in m for m in state["members"])  # the server's grant stays
+
+    before = len(_log(cloud))
+    fixed = _setup(cloud, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--yes")
+    assert fixed.returncode == 0, fixed.stdout
+    folders = json.loads(state_path.read_text())["folders"]
+    assert folders["gs://my-project-harness-run/team/history/alpha/"] == [
+        beta.replace("beta-agent", "alpha-agent")
+    ]
+    assert [c for c in _changes(_log(cloud)[before:])] == [
+        "gcloud storage managed-folders create gs://my-project-harness-run/team/history/alpha/ --project my-project",
+        "gcloud storage managed-folders add-iam-policy-binding gs://my-project-harness-run/team/history/alpha/ "
+        f"--project my-project --member={beta.replace('beta-agent', 'alpha-agent')} --role=roles/storage.objectUser",
+    ]
+    again = len(_log(cloud))
+    assert (
+        _setup(cloud, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--yes").returncode
+        == 0
+    )
+    assert _changes(_log(cloud)[again:]) == [], "a second run must change nothing"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--engine", "Bad_Name"], "--engine 'Bad_Name' is not an engine name"),
+        (["--engine", "a", "--engine", "a"], "--engine names an engine twice"),
+        (
+            ["--engine", "a", "--history-prefix", "/team/"],
+            "--history-prefix '/team/' must be the store URL's path",
+        ),
+    ],
+)
+def test_bad_engine_options_exit_2_naming_the_flag(cloud: dict[str, str], args: list[str], says: str) -> None:
+    result = _setup(cloud, *args, "--dry-run")
+    assert result.returncode == 2
+    assert says in result.stderr and "Traceback" not in result.stderr
