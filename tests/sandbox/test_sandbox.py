@@ -327,7 +327,7 @@ async def test_a_warm_claim_works_at_once_and_the_worker_refuses_a_wrong_token(
     import hashlib
 
     from harness_run.runtime.remote import TurnRequest, WorkerClient
-    from harness_run.store import open_store
+    from harness_run.store import engine_view, open_store
     from harness_run.vocab.k8s import CLAIM_TICKET
 
     deployed.controller.late_podinfo = True
@@ -340,7 +340,7 @@ async def test_a_warm_claim_works_at_once_and_the_worker_refuses_a_wrong_token(
     claim = engine.claims.held(session.session_id)
     assert claim is not None
     assert claim.sandbox in deployed.controller.podinfo_skipped  # warm, and no annotation reached it
-    store = open_store(deployed.store_url)
+    store = engine_view(open_store(deployed.store_url), engine.name)  # tickets live in the engine's folder
     other = hashlib.sha256(b"another-claims-token").hexdigest()
     ticket = store.put_blob(CLAIM_TICKET + other.encode())  # a real ticket, for another claim
     before = len(deployed.model.requests)
