@@ -197,3 +197,11 @@ def test_egress_benchmark_prints_latencies() -> None:
     out = _run("egress.py", "--smoke")
     for label in ("egress_direct_p50_ms", "egress_proxy_added_p50_ms", "egress_relay_added_p95_ms"):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.integration
+def test_history_layout_benchmark_prints_requests_and_times() -> None:
+    out = _run("history_layout.py", "--smoke")
+    for label in ("find_new", "find_old", "first_touch_view", "first_touch_worker", "list_all", "move"):
+        assert re.search(rf"^{label}_ms [0-9.]+$", out, re.MULTILINE), out
+        assert re.search(rf"^{label}_requests [0-9]+$", out, re.MULTILINE), out
