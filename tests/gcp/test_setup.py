@@ -198,15 +198,37 @@ def test_the_server_cluster_role_is_audited_by_role_not_just_by_member(cloud: di
     assert result.returncode == 1
 
 
+def _set_up_before(env: dict[str, str]) -> None:
+    """The stand-in's state after a full `harness-run-gcp-setup --yes` (cheaper than running it)."""
+    namespace = "principalSet://iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/my-project.svc.id.goog/namespace/default"
+    server = "serviceAccount:harness-run-server@my-project.iam.gserviceaccount.com"
+    apis = next(s for s in plan(SetupOptions(project="my-project")) if s.key == "apis").expect or ""
+    state = {
+        "have": [
+            "agent-sandbox", "artifacts repositories/harness-run", "container clusters/harness-run",
+            "container node-pools/agent-sandbox-pool", "credentials", "namespace/default", "project",
+            f"service-account/{server.removeprefix('serviceAccount:')}", "storage buckets/gs://my-project-harness-run",
+        ],
+        "project": "my-project",
+        "apis": apis.split("\n"),
+        "members": [namespace, server],
+        "context": "gke_my-project_us-central1_harness-run",
+        "project_members": [namespace, server],
+        "project_bindings": [["roles/aiplatform.user", namespace], ["roles/container.developer", server]],
+    }  # fmt: skip
+    Path(env["HR_CLOUD_STATE"]).write_text(json.dumps(state))
+    docker = Path(env["HOME"]) / ".docker" / "config.json"
+    docker.parent.mkdir(parents=True, exist_ok=True)
+    docker.write_text(json.dumps({"credHelpers": {"us-central1-docker.pkg.dev": "gcloud"}}))
+    assert _setup(env, "--check").returncode == 0, "the seeded state is a finished setup"
+
+
 def test_engines_history_is_isolated_by_managed_folders_and_the_bucket_wide_grant_goes(
     cloud: dict[str, str],
 ) -> None:
-    assert (
-        _setup(cloud, "--yes").returncode == 0
-    )  # an earlier setup: the namespace's pods on the whole bucket
+    _set_up_before(cloud)  # an earlier setup: the namespace's pods on the whole bucket
     namespace = "principalSet://iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/my-project.svc.id.goog/namespace/default"
     state_path = Path(cloud["HR_CLOUD_STATE"])
-    assert namespace in json.loads(state_path.read_text())["members"]
 
     plan_only = _setup(
         cloud, "--engine", "alpha", "--engine", "beta", "--history-prefix", "team", "--dry-run"
