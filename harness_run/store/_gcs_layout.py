@@ -124,6 +124,7 @@ class GcsLayout(GcsObjects):
 
     def _copy(self, source: str, target: str) -> None:
         """Server-side copy, create-only: a target already there (an earlier, interrupted move) stays."""
+        self._confine("read", source)
         self._confine("write", target)
         blob = self._bucket.blob(source)
 
