@@ -34,26 +34,45 @@ METADATA = "169.254.169.254"
 LABEL_SESSION = "harness-run.dev/session"  # the container runtime's label naming a container's session
 HITS = "/tmp/canary-hits"
 
-# Run as root in the container (NET_ADMIN): put METADATA on lo through rtnetlink (no iproute2 in
-# the image), then listen on METADATA:80 and append a line to HITS per connection.
-_CANARY = f"""
-import os, socket, struct
+ELSEWHERE = "10.255.0.1"  # stands for any other address (open network): also put on lo only
+
+
+def _canary(address: str) -> str:
+    """Python run as root in the container (NET_ADMIN): put ``address`` on lo through rtnetlink (no
+    iproute2 in the image), listen on port 80 there and append a line to HITS.<address> per
+    connection."""
+    return f"""
+import socket, struct
 s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
 s.bind((0, 0))
-ip = socket.inet_aton({METADATA!r})
+ip = socket.inet_aton({address!r})
 body = struct.pack("BBBBI", socket.AF_INET, 32, 0, 0, socket.if_nametoindex("lo"))
 body += struct.pack("HH", 8, 2) + ip + struct.pack("HH", 8, 1) + ip
 s.send(struct.pack("IHHII", 16 + len(body), 20, 0x1 | 0x4 | 0x200 | 0x400, 1, 0) + body)
 error = struct.unpack("i", s.recv(4096)[16:20])[0]
 assert error in (0, -17), error
-server = socket.create_server(({METADATA!r}, 80))
-open("{HITS}.ready", "w").close()
+server = socket.create_server(({address!r}, 80))
+open("{HITS}.{address}.ready", "w").close()
 while True:
     conn, peer = server.accept()
-    with open("{HITS}", "a") as f:
+    with open("{HITS}.{address}", "a") as f:
         f.write(repr(peer) + "\\n")
     conn.close()
 """
+
+
+def _start_canary(container: Any, address: str) -> None:
+    container.exec_run(["python3", "-c", _canary(address)], user="0", detach=True)
+    ready = ["test", "-e", f"{HITS}.{address}.ready"]
+    _poll(lambda: container.exec_run(ready).exit_code == 0, f"the canary on {address}")
+
+
+def _connect(container: Any, address: str, uid: int) -> str:
+    """Connect to ``address``:80 as ``uid``: "connected" or the error."""
+    code = f"import socket; socket.create_connection(({address!r}, 80), timeout=3); print('connected')"
+    _, out = container.exec_run(["python3", "-c", f"{code}"], user=str(uid))
+    return out.decode(errors="replace").strip().splitlines()[-1]
+
 
 # (name, command) as the agent: every one must fail
 ATTACKS = (
@@ -113,8 +132,8 @@ def _poll(check: Any, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def _hits(container: Any) -> list[str]:
-    code, out = container.exec_run(["sh", "-c", f"cat {HITS} 2>/dev/null; true"], user="0")
+def _hits(container: Any, address: str = METADATA) -> list[str]:
+    code, out = container.exec_run(["sh", "-c", f"cat {HITS}.{address} 2>/dev/null; true"], user="0")
     assert code == 0, out
     return out.decode().split("\n")[:-1]
 
@@ -141,8 +160,7 @@ async def test_the_agent_reaches_loopback_only_and_the_worker_keeps_its_access(
             )
             assert installed, logs
             print(f"\nrules installed at worker start in {installed.group(1)} ms")
-            container.exec_run(["python3", "-c", _CANARY], user="0", detach=True)
-            _poll(lambda: container.exec_run(["test", "-e", f"{HITS}.ready"]).exit_code == 0, "the canary")
+            _start_canary(container, METADATA)
 
             model.add(*(shell(command) for _, command in ATTACKS), text("done"))
             attacked = await session.run("reach the metadata server", secrets=secrets)
@@ -157,11 +175,7 @@ async def test_the_agent_reaches_loopback_only_and_the_worker_keeps_its_access(
             assert "connection refused" in by_name["python-connect"].lower(), by_name  # REJECT: at once
 
             # the worker's uid (and root) is not confined: the same connect reaches the canary
-            code, out = container.exec_run(
-                ["python3", "-c", f"import socket; socket.create_connection(('{METADATA}', 80), timeout=3)"],
-                user=str(k8s.AGENT_UID),
-            )
-            assert code == 0, out
+            assert _connect(container, METADATA, k8s.AGENT_UID) == "connected"
             _poll(lambda: len(_hits(container)) == 1, "the worker's connection")
 
             # and the agent still gets its work done through loopback (the model proxy)
@@ -173,47 +187,61 @@ async def test_the_agent_reaches_loopback_only_and_the_worker_keeps_its_access(
             await engine.aclose()
 
 
-def test_the_worker_fails_closed_without_the_capabilities(
+def test_open_network_rules_and_failing_closed(
     image: str, docker_client: Any, docker_labels: dict[str, str]
 ) -> None:
-    """The image's worker run as the runtimes run it, but without NET_ADMIN/NET_RAW: ``none`` refuses
-    to start (exit 2, the fix named); ``open`` starts and says what stays reachable."""
+    """The image's worker run as the runtimes run it, in its own network namespace. An open network:
+    the agent's uid reaches any address but link-local (the metadata server), the worker's reaches
+    that too. Without NET_ADMIN/NET_RAW: ``none`` refuses to start (exit 2, the fix named); ``open``
+    starts and says what stays reachable."""
     base: dict[str, Any] = {
         "detach": True,
         "network_mode": "none",
         "user": "0:0",
         "cap_drop": ["ALL"],
-        "cap_add": list(k8s.WORKER_CAPABILITIES),
         "security_opt": ["no-new-privileges"],
         "labels": docker_labels,
     }
+    worker_caps = list(k8s.WORKER_CAPABILITIES)
+    all_caps = [*worker_caps, *k8s.NETWORK_SETUP_CAPABILITIES]
     env = {
         "HARNESS_RUN_STORE": "/tmp/store",
         k8s.AGENT_UID_ENV: str(k8s.AGENT_RUN_UID),
         k8s.AGENT_NETNS_ENV: "own",
     }
-    refused = docker_client.containers.run(image, environment=env, **base)
     config = docker_client.images.get(image).attrs["Config"]
     worker = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
     open_spec = (  # the same image with the spec's network made open
         "python3 -c \"import json; d = json.load(open('/opt/harness-run/spec.json')); "
         "d['network'] = 'open'; json.dump(d, open('/tmp/open.json', 'w'))\" && exec \"$@\""
     )
-    started = docker_client.containers.run(
-        image,
-        environment={**env, "HARNESS_RUN_SPEC": "/tmp/open.json"},
-        entrypoint=["sh", "-c", open_spec, "sh"],
-        command=worker,
-        **base,
-    )
+    as_open: dict[str, Any] = {
+        "environment": {**env, "HARNESS_RUN_SPEC": "/tmp/open.json"},
+        "entrypoint": ["sh", "-c", open_spec, "sh"],
+        "command": worker,
+    }
+    containers = [
+        refused := docker_client.containers.run(image, environment=env, cap_add=worker_caps, **base),
+        unguarded := docker_client.containers.run(image, cap_add=worker_caps, **as_open, **base),
+        guarded := docker_client.containers.run(image, cap_add=all_caps, **as_open, **base),
+    ]
     try:
         assert refused.wait(timeout=60)["StatusCode"] == 2
         message = refused.logs().decode(errors="replace")
         assert "cannot confine the agent's processes (uid 1001) to loopback" in message, message
         assert "NET_ADMIN and NET_RAW" in message, message
-        _poll(lambda: "listening on" in started.logs().decode(errors="replace"), "the open worker", 60)
-        logs = started.logs().decode(errors="replace")
+        for container in (unguarded, guarded):
+            _poll(lambda c=container: "listening on" in c.logs().decode(errors="replace"), "the worker", 60)
+        logs = unguarded.logs().decode(errors="replace")
         assert "could not keep the agent's processes (uid 1001) from the metadata server" in logs, logs
+        logs = guarded.logs().decode(errors="replace")
+        assert "agent network (uid 1001, network open): no link-local (metadata server)" in logs, logs
+        for address in (METADATA, ELSEWHERE):
+            _start_canary(guarded, address)
+        assert "refused" in _connect(guarded, METADATA, k8s.AGENT_RUN_UID).lower()
+        assert _connect(guarded, ELSEWHERE, k8s.AGENT_RUN_UID) == "connected"
+        assert _connect(guarded, METADATA, k8s.AGENT_UID) == "connected"  # the worker's uid
+        _poll(lambda: len(_hits(guarded, METADATA)) == 1 and len(_hits(guarded, ELSEWHERE)) == 1, "hits")
     finally:
-        for container in (refused, started):
+        for container in containers:
             container.remove(force=True)
