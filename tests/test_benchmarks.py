@@ -197,3 +197,13 @@ def test_egress_benchmark_prints_latencies() -> None:
     out = _run("egress.py", "--smoke")
     for label in ("egress_direct_p50_ms", "egress_proxy_added_p50_ms", "egress_relay_added_p95_ms"):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1000)
+def test_agent_netrules_benchmark_prints_costs(container_options: object) -> None:
+    del container_options  # what the script uses too (DOCKER_HOST, the base image, PIP_CERT)
+    out = _run("agent_netrules.py", "--smoke", timeout=900)
+    for label in ("netrules_install_ms", "netrules_connect_agent_added_us", "netrules_connect_worker_on_us"):
+        assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
