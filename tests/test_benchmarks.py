@@ -205,3 +205,13 @@ def test_history_layout_benchmark_prints_requests_and_times() -> None:
     for label in ("find_new", "find_old", "first_touch_view", "first_touch_worker", "list_all", "move"):
         assert re.search(rf"^{label}_ms [0-9.]+$", out, re.MULTILINE), out
         assert re.search(rf"^{label}_requests [0-9]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1000)
+def test_agent_netrules_benchmark_prints_costs(container_options: object) -> None:
+    del container_options  # what the script uses too (DOCKER_HOST, the base image, PIP_CERT)
+    out = _run("agent_netrules.py", "--smoke", timeout=900)
+    for label in ("netrules_install_ms", "netrules_connect_agent_added_us", "netrules_connect_worker_on_us"):
+        assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out

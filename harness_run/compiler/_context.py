@@ -87,7 +87,8 @@ def dockerfile_values(
     has_skills: bool,
 ) -> DockerfileValues:
     npm = [pins.NPM_PACKAGES[h] for h in sorted(harnesses) if h in pins.NPM_PACKAGES]
-    apt = {"ca-certificates", "git", *system_packages}
+    # iptables: the worker confines the agent's uid to loopback in a pod (harness_run.worker._agent_net)
+    apt = {"ca-certificates", "git", "iptables", *system_packages}
     if npm:
         apt.add("nodejs")
     labels = " \\\n      ".join(

@@ -27,9 +27,12 @@ Objects (all names and API versions from :mod:`harness_run.vocab.k8s`):
     80, or the port a host names). Plain NetworkPolicy cannot name hosts; on clusters without GKE
     Dataplane V2 the FQDN policy is not applied and egress degrades to ``none`` (fail closed).
 
-  A pod's policies cannot tell the worker's traffic from the agent's (one network namespace): the
-  agent's HTTP clients go through the worker's egress proxy (``HTTPS_PROXY``, the spec's hosts
-  only), but a process that ignores the proxy can reach what the worker may reach.
+  A pod's policies cannot tell the worker's traffic from the agent's (one network namespace); the
+  worker does, with per-uid netfilter rules it installs as root before the uid switch
+  (``NET_ADMIN`` + ``NET_RAW``, ``$HARNESS_RUN_AGENT_NETNS=own``; see
+  :mod:`harness_run.worker._agent_net`): with ``none`` or an allow-list the agent's processes reach
+  loopback only (the model proxy, the worker's egress proxy with the spec's hosts), with ``open``
+  everything but the metadata server.
 """
 
 from __future__ import annotations
@@ -154,11 +157,15 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
         "image": inputs.image,
         "imagePullPolicy": "IfNotPresent",
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-        # the worker starts as root with only these capabilities, becomes AGENT_UID keeping them and
-        # runs the agent's processes as AGENT_RUN_UID without any (harness_run.worker._privileges)
+        # the worker starts as root with only these capabilities, confines the agent's uid to
+        # loopback (NET_ADMIN, NET_RAW: harness_run.worker._agent_net), becomes AGENT_UID keeping
+        # the worker's and runs the agent's processes as AGENT_RUN_UID without any (_privileges)
         "securityContext": {
             "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"], "add": list(k8s.WORKER_CAPABILITIES)},
+            "capabilities": {
+                "drop": ["ALL"],
+                "add": [*k8s.WORKER_CAPABILITIES, *k8s.NETWORK_SETUP_CAPABILITIES],
+            },
             "runAsUser": 0,
             "runAsGroup": 0,
             "runAsNonRoot": False,
@@ -176,7 +183,7 @@ def _pod_spec(inputs: ManifestInputs) -> dict[str, Any]:
         ],
         "workingDir": k8s.WORKSPACE,
     }
-    env = [*inputs.pod_env, (k8s.AGENT_UID_ENV, str(k8s.AGENT_RUN_UID))]
+    env = [*inputs.pod_env, (k8s.AGENT_UID_ENV, str(k8s.AGENT_RUN_UID)), (k8s.AGENT_NETNS_ENV, "own")]
     container["env"] = [{"name": name, "value": value} for name, value in env]
     spec: dict[str, Any] = {
         "serviceAccountName": _engine_object_name(inputs.engine, "agent"),

@@ -108,6 +108,14 @@ AGENT_UID: Final = 1000
 AGENT_RUN_UID: Final = 1001
 AGENT_UID_ENV: Final = "HARNESS_RUN_AGENT_UID"
 WORKER_CAPABILITIES: Final = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+# Held by the worker only while root, to confine the agent's uid to loopback with per-uid netfilter
+# rules in its own network namespace (iptables needs both: NET_RAW for iptables-legacy's socket,
+# which gVisor also requires), then dropped with the uid switch (harness_run.worker._agent_net).
+NETWORK_SETUP_CAPABILITIES: Final = ("NET_ADMIN", "NET_RAW")
+# Where the worker's network namespace comes from, set by the runtime: "own" (a pod, or a container
+# with its own network) — the worker installs the agent's egress rules there, failing closed; "shared"
+# (the host's network namespace, e.g. Docker's host network) — the worker never changes it.
+AGENT_NETNS_ENV: Final = "HARNESS_RUN_AGENT_NETNS"
 WORKSPACE: Final = "/workspace"
 CONTAINER_NAME: Final = "agent"
 

@@ -12,7 +12,9 @@ Environment of the server: ``HARNESS_RUN_STORE`` (required: ``gs://bucket/prefix
 token hash arrives) or ``HARNESS_RUN_WORKER_TOKEN_SHA256``; ``HARNESS_RUN_VERTEX_PROJECT`` /
 ``HARNESS_RUN_VERTEX_REGION`` for Claude on Vertex AI without keys; ``HARNESS_RUN_AGENT_UID``: the
 agent's processes run as that uid (the worker started as root with a few capabilities drops to the
-image's user, see ``_privileges``); in a container without network, ``HARNESS_RUN_WORKER_SOCKET``
+image's user, see ``_privileges``); ``HARNESS_RUN_AGENT_NETNS=own``: the network namespace is the
+worker's own, so before dropping root it confines that uid's packets to loopback (``shared``: the
+host's, left alone; see ``_agent_net``); in a container without network, ``HARNESS_RUN_WORKER_SOCKET``
 (serve on this unix socket instead of TCP), ``HARNESS_RUN_EGRESS_SOCKET`` and
 ``HARNESS_RUN_EGRESS_TOKEN`` (the host's egress proxy and the worker's pass through it). With the
 spec's ``network`` not open and no egress socket (a pod), the worker runs the agent's egress proxy

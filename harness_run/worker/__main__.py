@@ -23,16 +23,20 @@ def main() -> int:
         stream=sys.stderr,
     )
     from harness_run.vocab import telemetry
-    from harness_run.worker._app import serve
+    from harness_run.worker._agent_net import confine_agent_network
+    from harness_run.worker._app import load_spec, serve
     from harness_run.worker._privileges import drop_privileges
     from harness_run.worker._settings import WorkerSettings
 
     telemetry.configure_from_env("harness-run-worker")  # only with the otel extra and OTEL_* set
     try:
-        # first: the agent's uid (the worker keeps only the capabilities it needs), then settings
+        # while root: the agent's network rules (from the spec's network), then the agent's uid (the
+        # worker keeps only the capabilities it needs), then the settings as that user
+        spec = load_spec(WorkerSettings.from_env(os.environ))
+        confine_agent_network(os.environ, spec.network)
         agent_user = drop_privileges(os.environ)
         settings = WorkerSettings.from_env(os.environ, agent_user=agent_user)
-        asyncio.run(serve(settings, started=_STARTED))
+        asyncio.run(serve(settings, started=_STARTED, spec=spec))
     except HarnessRunError as exc:
         print(f"harness-run worker: {exc}", file=sys.stderr)
         return 2

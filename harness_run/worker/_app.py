@@ -332,14 +332,19 @@ def load_spec(settings: WorkerSettings) -> AgentSpec:
 
 
 async def serve(
-    settings: WorkerSettings, *, ready: Callable[[int], None] | None = None, started: float | None = None
+    settings: WorkerSettings,
+    *,
+    ready: Callable[[int], None] | None = None,
+    started: float | None = None,
+    spec: AgentSpec | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then stop the running turn (its result is stored) and return.
 
-    ``started``: ``time.monotonic()`` at process start, for the "ready in" log line."""
+    ``started``: ``time.monotonic()`` at process start, for the "ready in" log line; ``spec``: the
+    spec when already loaded (else from ``settings.spec_path``)."""
     started = time.monotonic() if started is None else started
     imported = time.monotonic() - started
-    spec = load_spec(settings)
+    spec = load_spec(settings) if spec is None else spec
     egress = await start_egress(settings, spec)
     store = await asyncio.to_thread(open_history_store, settings.store_url, spec.name)
     worker = Worker(

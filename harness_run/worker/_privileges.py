@@ -28,6 +28,8 @@ _PR_SET_DUMPABLE: Final = 4
 _PR_SET_KEEPCAPS: Final = 8
 _CAPABILITY_V3: Final = 0x20080522
 _CAP_NUMBERS: Final = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
+# held only to install the agent's network rules as root (``_agent_net``): never kept past the switch
+_SETUP_ONLY: Final = (1 << 12) | (1 << 13)  # CAP_NET_ADMIN, CAP_NET_RAW
 _GITCONFIG: Final = "/etc/gitconfig"
 _SAFE: Final = "[safe]\n\tdirectory = *\n"
 _HOW: Final = (
@@ -53,10 +55,13 @@ def _libc() -> ctypes.CDLL:
 
 
 def _raise_effective(libc: ctypes.CDLL) -> int:
-    """Effective capabilities := permitted (kept across the uid change); the set, as a mask."""
+    """Effective capabilities := permitted (kept across the uid change) minus the network set-up
+    ones, which leave the permitted set too; the set, as a mask."""
     header, data = _Header(_CAPABILITY_V3, 0), (_Data * 2)()
     if libc.capget(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capget failed")
+    data[0].permitted &= ~_SETUP_ONLY
+    data[0].inheritable &= ~_SETUP_ONLY
     data[0].effective, data[1].effective = data[0].permitted, data[1].permitted
     if libc.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset failed")

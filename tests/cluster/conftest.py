@@ -37,6 +37,8 @@ class H(http.server.BaseHTTPRequestHandler):
             body = open(PODINFO + "/annotations", "rb").read()
         elif self.path == "/env":
             body = json.dumps(dict(os.environ)).encode()
+        elif self.path == "/caps":
+            body = json.dumps(int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("CapBnd")), 16)).encode()
         elif self.path == "/whoami":
             body = json.dumps({"uid": os.getuid(), "cwd": os.getcwd(),
                                "workspace_writable": os.access("/workspace", os.W_OK)}).encode()

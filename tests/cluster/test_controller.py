@@ -202,6 +202,10 @@ def test_a_compiled_template_runs_with_its_pod_settings(
     # the template starts the worker as root (with six capabilities, no escalation): the real worker
     # then becomes AGENT_UID itself and runs the agent as AGENT_RUN_UID (tests/security/test_agent_uid.py)
     assert who == {"uid": 0, "cwd": k8s.WORKSPACE, "workspace_writable": True}
+    # host network: the template's NET_ADMIN/NET_RAW are withheld (bits 12, 13) and the worker told
+    # the namespace is the host's, so it never changes the host's firewall
+    assert worker_json(custom, name, "/caps") & (1 << 12 | 1 << 13) == 0
+    assert worker_json(custom, name, "/env")[k8s.AGENT_NETNS_ENV] == "shared"
     assert f'{k8s.ANNOTATION_TOKEN_SHA256}="{"cd" * 32}"' in worker_get(custom, name, "/annotations").decode()
 
 

@@ -99,7 +99,7 @@ def test_dockerfile_layer_order(skill_dir: Path) -> None:
     ]
     positions = [text.index(mark) for mark in marks]
     assert positions == sorted(positions)
-    assert "ca-certificates git jq nodejs ripgrep" in text
+    assert "ca-certificates git iptables jq nodejs ripgrep" in text
     assert "opencode-ai" not in text  # only the harnesses baked in
 
 

@@ -130,16 +130,20 @@ def test_template_and_pool(tmp_path: Path) -> None:
         == container["resources"]["limits"]
         == {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"}
     )
-    # no env but the agent's uid: the worker starts as root with a few capabilities and runs the
-    # agent's processes as another uid, without any
-    assert container["env"] == [{"name": "HARNESS_RUN_AGENT_UID", "value": str(k8s.AGENT_RUN_UID)}]
+    # no env but the agent's uid and its own network namespace: the worker starts as root with a few
+    # capabilities, confines the agent's uid to loopback (NET_ADMIN, NET_RAW: dropped right after)
+    # and runs the agent's processes as another uid, without any
+    assert container["env"] == [
+        {"name": "HARNESS_RUN_AGENT_UID", "value": str(k8s.AGENT_RUN_UID)},
+        {"name": "HARNESS_RUN_AGENT_NETNS", "value": "own"},
+    ]
     assert "envFrom" not in container
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {
             "drop": ["ALL"],
-            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"],
+            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "NET_ADMIN", "NET_RAW"],
         },
         "runAsUser": 0,
         "runAsGroup": 0,
@@ -215,6 +219,7 @@ def test_pod_env_and_workload_identity(tmp_path: Path) -> None:
     assert container["env"] == [
         *({"name": k, "value": v} for k, v in sorted(env.items())),
         {"name": "HARNESS_RUN_AGENT_UID", "value": str(k8s.AGENT_RUN_UID)},
+        {"name": "HARNESS_RUN_AGENT_NETNS", "value": "own"},
     ]
     account = by_kind["ServiceAccount"]
     assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": gsa}

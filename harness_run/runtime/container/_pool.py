@@ -33,7 +33,13 @@ from harness_run.errors import InfrastructureError
 from harness_run.runtime.container._egress import SOCKET_MOUNT, ContainerLink, HostEgress
 from harness_run.runtime.remote import Claim, HeldClaims
 from harness_run.spec import Network
-from harness_run.vocab.k8s import AGENT_RUN_UID, AGENT_UID_ENV, WORKER_CAPABILITIES
+from harness_run.vocab.k8s import (
+    AGENT_NETNS_ENV,
+    AGENT_RUN_UID,
+    AGENT_UID_ENV,
+    NETWORK_SETUP_CAPABILITIES,
+    WORKER_CAPABILITIES,
+)
 from harness_run.vocab.net import free_port
 
 __all__ = ["LABEL_ENGINE", "LABEL_HOLDER", "LABEL_SESSION", "STORE_MOUNT", "ContainerPool"]
@@ -183,6 +189,8 @@ class ContainerPool(HeldClaims):
             # outlive the container, are pooled, shared, locked and pruned as on the host
             "HARNESS_RUN_WORKDIR": STORE_MOUNT,
             AGENT_UID_ENV: str(AGENT_RUN_UID),  # the agent's processes: another uid than the worker
+            # its own network namespace (not the host's): the worker confines the agent's uid there
+            AGENT_NETNS_ENV: "shared" if host else "own",
             **(link.env if link is not None else {}),
         }
         volumes = {str(self.store_dir): {"bind": STORE_MOUNT, "mode": "rw"}}
@@ -206,7 +214,7 @@ class ContainerPool(HeldClaims):
             # and runs the agent as AGENT_RUN_UID, without any (harness_run.worker._privileges)
             "user": "0:0",
             "cap_drop": ["ALL"],
-            "cap_add": list(WORKER_CAPABILITIES),
+            "cap_add": [*WORKER_CAPABILITIES, *(() if host else NETWORK_SETUP_CAPABILITIES)],
             "security_opt": ["no-new-privileges"],
         }
         if not host and link is None:

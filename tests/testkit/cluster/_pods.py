@@ -2,8 +2,9 @@
 
 A pod template becomes ``docker run`` with host networking (no bridge exists here): the template
 container's image, command/args, env, workingDir, user (runAsUser/runAsGroup), memory/CPU limits,
-dropped capabilities and ``no-new-privileges``; emptyDir volumes are host directories; the
-downward-API volume is a host directory holding ``annotations`` (and ``labels``) files in the
+dropped capabilities and ``no-new-privileges`` (never ``NET_ADMIN``/``NET_RAW``: on the host's
+network the worker is told ``HARNESS_RUN_AGENT_NETNS=shared`` and leaves the firewall alone);
+emptyDir volumes are host directories; the downward-API volume is a host directory holding ``annotations`` (and ``labels``) files in the
 kubelet's ``key="value"`` format, mounted at ``/etc/harness-run/podinfo`` (and wherever the template
 mounts it). Every container gets its own free port in ``HARNESS_RUN_WORKER_PORT``; the template's
 declared container port (and a readiness probe on it) maps to that port.
@@ -181,6 +182,9 @@ class PodRuntime:
             if "value" in item:
                 env[str(item["name"])] = str(item["value"])
         env.update(self._extra_env)
+        # host network: the pod's namespace is the host's, whose firewall the worker must not change
+        # (the agent's egress rules are tested on the container runtime, tests/security)
+        env[k8s.AGENT_NETNS_ENV] = "shared"
         env["HARNESS_RUN_WORKER_PORT"] = str(pod.port)
         env.setdefault("HARNESS_RUN_WORKER_HOST", "127.0.0.1")
         volumes = [f"{pod.podinfo}:{k8s.PODINFO_DIR}:ro"]
@@ -224,6 +228,7 @@ class PodRuntime:
             cast(list[str], capabilities.get("drop") or []),
             cast(list[str], capabilities.get("add") or []),
         )
+        add = [cap for cap in add if cap not in k8s.NETWORK_SETUP_CAPABILITIES]  # host network
         kwargs.update(cap_drop=["ALL"] if "ALL" in drop else None, cap_add=list(add) or None)
         if security.get("allowPrivilegeEscalation") is False:
             kwargs["security_opt"] = ["no-new-privileges"]
