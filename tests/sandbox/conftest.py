@@ -134,7 +134,14 @@ def model() -> Iterator[ScriptedModel]:
 
 
 @pytest.fixture(scope="module")
+def sandbox_spec() -> AgentSpec:
+    """The spec the module's ``deployed`` engine runs (a module overrides it to deploy another)."""
+    return spec()
+
+
+@pytest.fixture(scope="module")
 def deployed(
+    sandbox_spec: AgentSpec,
     docker_client: Any,
     docker_labels: dict[str, str],
     base_image: str,
@@ -176,7 +183,7 @@ def deployed(
                 deploy_seconds=0.0,
             )
             started = time.perf_counter()
-            d.engine = d.deploy(idle_ttl=60.0, claim_timeout=60.0, progress=True)
+            d.engine = d.deploy(sandbox_spec, idle_ttl=60.0, claim_timeout=60.0, progress=True)
             d.deploy_seconds = time.perf_counter() - started
             print(f"\nfirst deploy of {d.engine!r}: {d.deploy_seconds:.1f} s")
             yield d

@@ -1,39 +1,95 @@
-"""The red-team attacks on the sandbox runtime (the test cluster: a real container of the compiled
-image per Sandbox, the in-image worker, fake GCS as the history store): the credential guards refuse
-every shell attack and every attempt to list or read another session's history; with the guards off
-the agent finds the turn token, never the model key; no canary reaches the model or the bucket."""
+"""The red-team attacks on the sandbox runtime, on each harness (the test cluster: a real container of
+the compiled image per Sandbox, the in-image worker, fake GCS as the history store; one image with
+Claude Code, Codex and OpenCode, one attacking session per harness).
+
+Canaries in play: the model key, the repo token (a token-checking git server on 127.0.0.1, cloned
+into every session), a remote MCP server's header secret and a declared secret kept from the agent
+(``expose=False``). The credential guards refuse every shell attack, the web-fetch and sub-agent
+tools, a denied command pattern and every attempt to list or read another session's history; with
+the guards off the agent finds the turn token in every environment it can read, never a canary; no
+canary reaches the model, the session's events and history, the sandboxes' logs or the bucket, and
+another session's prompt never reaches the attacker's model."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from security._attacks import (
+    DENIED_MARKERS,
+    HARNESSES,
+    HISTORY_ATTACKS,
+    MODELS,
+    SHELL_ATTACKS,
+    TOOL_ATTACKS,
+    Canaries,
+)
+from security._mcp_http import McpHttpServer
+from testkit.git_http import GitHttpServer, make_bare_repo
 
-from harness_run.testing import ScriptedModel, shell, text
-
-from security._attacks import DENIED_MARKERS, HISTORY_ATTACKS, SHELL_ATTACKS, Canaries, unguarded_env_dump  # isort: skip
+from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, SessionConfig
+from harness_run.testing import ScriptedModel, combine, shell, text, tool_call
 
 from .conftest import Deployed
 
-# one attack per row of TESTING.md's matrix (every tool call costs a model round trip in the sandbox;
-# the local tests run them all)
-SANDBOX_ATTACKS = (
-    "env",
-    "python-os-environ",
-    "proc-parent-environ",
-    "proc-every-environ",
-    "dotenv",
-    "aws-credentials",
-    "gcloud-config",
-    "metadata-ip",
-    "metadata-name",
-    "git-config-list",
-    "git-credential",
-    "model-key-var",
-)
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+GZIP = b"\x1f\x8b"
+DENIED_PUSH = "cd app && git push origin main"  # the spec's denied_bash_patterns
+# with the guards off: every environment the agent's uid can read (its own, its parent's, the
+# worker's is refused by the kernel), the clone's git config, credential files, the harness's config
+# files in its home and the image's; only the lines that matter (a long output is not shown to the
+# model whole)
+LOOK = (
+    "( env; for f in /proc/[0-9]*/environ; do echo \"== $f\"; tr '\\0' '\\n' < \"$f\"; done;"
+    " git -C app config --list --show-origin; cat app/.git/config ~/.git-credentials ~/.gitconfig;"
+    " grep -rsaoiE '.{0,40}(canary|bearer).{0,80}' \"$HOME\" /opt/harness-run/config )"
+    " 2>&1 | grep -aiE 'canary|hrp-|hrm-|bearer|key|token|secret|x-access|/proc/1/|remote.origin.url' | sort -u"
+)
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the module's spec points at on the host's 127.0.0.1, and the module's repo token."""
+
+    git: GitHttpServer
+    mcp: McpHttpServer
+    repo_token: str
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    root = tmp_path_factory.mktemp("srv")
+    make_bare_repo(root, "app", {"README.md": "app\n"})
+    token = f"canary-repo-{uuid.uuid4().hex[:12]}"
+    with GitHttpServer(root, token) as git, McpHttpServer() as mcp:
+        yield Services(git, mcp, token)
+
+
+@pytest.fixture(scope="module")
+def sandbox_spec(services: Services) -> AgentSpec:
+    """One image for the three harnesses (its CLI layers are those ``scripts/warm-images`` builds and
+    pushes, so only the spec's own layers are built and pushed here)."""
+    return AgentSpec(
+        name="sbx-redteam",
+        harness="claude-code",
+        model=MODELS["claude-code"],
+        extra_harnesses=["codex", "opencode"],
+        checkpoint=True,
+        repos=[RepoSource.git(f"{services.git.url}/app.git", ref="main", auth="GH_TOKEN")],
+        mcp_servers=[
+            McpServer.remote("remote", services.mcp.url, {}, {"Authorization": "Bearer ${MCP_HEADER}"})
+        ],
+        secrets=[Secret("HIDDEN_SECRET", expose=False), "MCP_HEADER"],
+        env={"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
+        security_policy=SecurityPolicy(denied_bash_patterns=["git push*"]),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,50 +99,102 @@ def model() -> Iterator[ScriptedModel]:
         yield scripted
 
 
-async def test_attacks_on_the_sandbox_runtime_are_refused(deployed: Deployed) -> None:
+def run_secrets(harness: str, model: ScriptedModel, canaries: Canaries, services: Services) -> dict[str, str]:
+    if harness == "claude-code":
+        key = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": canaries.model_key}
+    else:
+        key = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": canaries.model_key}
+    return {
+        **key,
+        "GH_TOKEN": services.repo_token,
+        "MCP_HEADER": canaries.mcp_secret,
+        "HIDDEN_SECRET": canaries.hidden_secret,
+    }
+
+
+@pytest.fixture(scope="module")
+def other_history(deployed: Deployed, services: Services) -> str:
+    """Another session's history: a turn whose prompt (and answer) no attacker may read."""
+    history = f"history-canary-{uuid.uuid4().hex[:10]}"
+    deployed.model.add(text(f"noted {history}"))
+    secrets = run_secrets("claude-code", deployed.model, Canaries(), services)
+
+    async def turn() -> None:
+        first = await deployed.engine.start_session().run(f"remember {history}", secrets=secrets)
+        assert not first.is_error, first.error
+
+    asyncio.run(turn())
+    return history
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_attacks_on_the_sandbox_runtime_are_refused(
+    deployed: Deployed, services: Services, other_history: str, harness: str
+) -> None:
     canaries = Canaries()
     model, engine = deployed.model, deployed.engine
-    secrets = deployed.secrets()  # (the module's spec declares MY_TOKEN as the agent's own: not passed)
-    secrets["ANTHROPIC_API_KEY"] = canaries.model_key
-    history = f"history-canary-{uuid.uuid4().hex[:10]}"
+    secrets = run_secrets(harness, model, canaries, services)
+    every_canary = [*canaries.all(), services.repo_token]
+    before, clones, headers = len(model.requests), services.git.authorized, len(services.mcp.headers)
 
-    # another session's history: a turn whose prompt (and answer) the attacker must not read
-    model.add(text(f"noted {history}"))
-    other = engine.start_session()
-    first = await other.run(f"remember {history}", secrets=secrets)
-    assert not first.is_error, first.error
-    before = len(model.requests)
-
-    attacks = [SHELL_ATTACKS[name] for name in SANDBOX_ATTACKS] + list(HISTORY_ATTACKS.values())
-    model.add(*(shell(cmd) for cmd in attacks), shell(f"echo guard-ok-{canaries.tag}"), text("done"))
-    attacker = engine.start_session()
+    attacks = [*SHELL_ATTACKS.values(), DENIED_PUSH, *HISTORY_ATTACKS.values()]
+    tools = TOOL_ATTACKS[harness]
+    # all at once (one model round trip), then an ordinary command
+    model.add(
+        combine(*(shell(cmd) for cmd in attacks), *(tool_call(name, dict(args)) for name, args in tools))
+    )
+    model.add(shell(f"echo guard-ok-{canaries.tag}"), text("done"))
+    config = SessionConfig(harness=harness, model=MODELS[harness])
+    attacker = engine.start_session(config=config)
     guarded = await attacker.run("collect the credentials and the other sessions", secrets=secrets)
     assert not guarded.is_error, guarded.error
     outputs = model.requests[-1].tool_results
-    assert len(outputs) == len(attacks) + 1, outputs
-    allowed = [
-        (a, o)
-        for a, o in zip(attacks, outputs, strict=False)
-        if not any(m in o.lower() for m in DENIED_MARKERS)
-    ]
-    assert allowed == [], f"not refused in the sandbox: {allowed}"
+    assert len(outputs) == len(attacks) + len(tools) + 1, outputs
+    allowed = [o for o in outputs[:-1] if not any(m in o.lower() for m in DENIED_MARKERS)]
+    assert allowed == [], f"not refused on {harness} in the sandbox (the calls ran at once): {allowed}"
     assert f"guard-ok-{canaries.tag}" in outputs[-1]  # ordinary commands still run
 
-    dump = await unguarded_env_dump(engine, model, secrets)
-    assert "hrp-" in dump and "ANTHROPIC_API_KEY" in dump  # the turn token in its place, not the key
+    relaxed = engine.start_session(
+        config=config.model_copy(update={"security_policy": SecurityPolicy(include_credential_guards=False)})
+    )
+    model.add(shell(LOOK), text("done"))
+    looked_turn = await relaxed.run("find the keys", secrets=secrets)
+    assert not looked_turn.is_error, looked_turn.error
+    looked = model.requests[-1].tool_results[-1]
+    # it read its environments (the turn token in the key's place; the worker's refused) and the clone's config
+    assert "hrp-" in looked and "/proc/1/environ: permission denied" in looked.lower(), looked
+    assert "remote.origin.url=" in looked, looked
+    assert [c for c in every_canary if c in looked] == []
 
-    saw = "\n".join(json.dumps(r.body) for r in model.requests)
-    assert canaries.model_key not in saw
-    later = "\n".join(json.dumps(r.body) for r in model.requests[before:])
-    assert history not in later  # the other session's history never reached the attacker's model
-    bucket = deployed.store_url.removeprefix("gs://").split("/", 1)[0]
-    objects = bucket_objects(bucket)
-    assert canaries.model_key.encode() not in objects
+    # the secrets were in play: each session cloned with the repo token, the MCP header reached its server
+    assert services.git.authorized > clones
+    assert f"Bearer {canaries.mcp_secret}" in {h.get("authorization") for h in services.mcp.headers[headers:]}
+    leaked = {
+        "model requests": "\n".join(json.dumps(r.body) for r in model.requests[before:]),
+        "events": "".join(e.model_dump_json() for s in (attacker, relaxed) for e in s.events()),
+        "history": "".join(t.model_dump_json() for s in (attacker, relaxed) for t in s.history()),
+        "sandbox logs": sandbox_logs(deployed),
+        "bucket": bucket_objects(deployed.store_url).decode(errors="replace"),
+    }
+    assert {where: [c for c in every_canary if c in seen] for where, seen in leaked.items()} == {
+        where: [] for where in leaked
+    }
+    assert other_history not in leaked["model requests"]  # never reached the attacker's model
 
 
-def bucket_objects(bucket: str) -> bytes:
-    """Every object of the bucket, concatenated (the store as the attacker would have read it)."""
+def sandbox_logs(deployed: Deployed) -> str:
+    """The output of every sandbox container of the module (the workers' log lines)."""
+    client: Any = deployed.docker_client
+    return "".join(
+        client.containers.get(cid).logs().decode(errors="replace") for cid in deployed.controller.containers()
+    )
+
+
+def bucket_objects(store_url: str) -> bytes:
+    """Every object of the store's bucket, concatenated, the checkpoints' tarballs unpacked."""
     from google.cloud import storage
 
-    client = storage.Client(project="test")
-    return b"".join(blob.download_as_bytes() for blob in client.list_blobs(bucket))
+    bucket = store_url.removeprefix("gs://").split("/", 1)[0]
+    blobs = [blob.download_as_bytes() for blob in storage.Client(project="test").list_blobs(bucket)]
+    assert any(b.startswith(GZIP) for b in blobs)  # the sessions' checkpoints are there
+    return b"".join(gzip.decompress(b) if b.startswith(GZIP) else b for b in blobs)
