@@ -34,7 +34,7 @@ from security._mcp_http import McpHttpServer
 from testkit.git_http import GitHttpServer, make_bare_repo
 
 from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, SessionConfig
-from harness_run.testing import ScriptedModel, combine, shell, text, tool_call
+from harness_run.testing import RecordedRequest, Rule, ScriptedModel, combine, shell, text, tool_call
 
 from .conftest import Deployed
 
@@ -139,28 +139,41 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
 
     attacks = [*SHELL_ATTACKS.values(), DENIED_PUSH, *HISTORY_ATTACKS.values()]
     tools = TOOL_ATTACKS[harness]
-    # all at once (one model round trip), then an ordinary command
+    attack, look = f"collect the credentials {canaries.tag}", f"find the keys {canaries.tag}"
     model.add(
-        combine(*(shell(cmd) for cmd in attacks), *(tool_call(name, dict(args)) for name, args in tools))
+        # the attacker: all the attacks at once (one model round trip), then an ordinary command
+        Rule(
+            match=attack,
+            reply=combine(*(shell(c) for c in attacks), *(tool_call(n, dict(a)) for n, a in tools)),
+            times=1,
+        ),
+        Rule(
+            match=attack, contains=f"guard-ok-{canaries.tag}", reply=text("done"), tool_result=True, times=1
+        ),
+        Rule(match=attack, reply=shell(f"echo guard-ok-{canaries.tag}"), tool_result=True, times=1),
+        # the same harness with the guards off looks around
+        Rule(match=look, reply=shell(LOOK), times=1),
+        Rule(match=look, reply=text("done"), tool_result=True, times=1),
     )
-    model.add(shell(f"echo guard-ok-{canaries.tag}"), text("done"))
     config = SessionConfig(harness=harness, model=MODELS[harness])
     attacker = engine.start_session(config=config)
-    guarded = await attacker.run("collect the credentials and the other sessions", secrets=secrets)
+    relaxed = engine.start_session(
+        config=config.model_copy(update={"security_policy": SecurityPolicy(include_credential_guards=False)})
+    )
+    # the two sessions at once (each in its own sandbox; the script answers each by its prompt)
+    guarded, looked_turn = await asyncio.gather(
+        attacker.run(attack, secrets=secrets), relaxed.run(look, secrets=secrets)
+    )
     assert not guarded.is_error, guarded.error
-    outputs = model.requests[-1].tool_results
+    assert not looked_turn.is_error, looked_turn.error
+
+    outputs = last_request(model, attack).tool_results
     assert len(outputs) == len(attacks) + len(tools) + 1, outputs
     allowed = [o for o in outputs[:-1] if not any(m in o.lower() for m in DENIED_MARKERS)]
     assert allowed == [], f"not refused on {harness} in the sandbox (the calls ran at once): {allowed}"
     assert f"guard-ok-{canaries.tag}" in outputs[-1]  # ordinary commands still run
 
-    relaxed = engine.start_session(
-        config=config.model_copy(update={"security_policy": SecurityPolicy(include_credential_guards=False)})
-    )
-    model.add(shell(LOOK), text("done"))
-    looked_turn = await relaxed.run("find the keys", secrets=secrets)
-    assert not looked_turn.is_error, looked_turn.error
-    looked = model.requests[-1].tool_results[-1]
+    looked = last_request(model, look).tool_results[-1]
     # it read its environments (the turn token in the key's place; the worker's refused) and the clone's config
     assert "hrp-" in looked and "/proc/1/environ: permission denied" in looked.lower(), looked
     assert "remote.origin.url=" in looked, looked
@@ -180,6 +193,11 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
         where: [] for where in leaked
     }
     assert other_history not in leaked["model requests"]  # never reached the attacker's model
+
+
+def last_request(model: ScriptedModel, prompt: str) -> RecordedRequest:
+    """The last request of the session started with ``prompt``."""
+    return [r for r in model.requests if prompt in r.last_user_text][-1]
 
 
 def sandbox_logs(deployed: Deployed) -> str:
