@@ -1,6 +1,7 @@
 """The red-team attacks on the sandbox runtime, on each harness (the test cluster: a real container of
 the compiled image per Sandbox, the in-image worker, fake GCS as the history store; one image with
-Claude Code, Codex and OpenCode, one attacking session per harness).
+Claude Code, Codex and OpenCode; per harness an attacking session and, at the same time, one with
+the guards off).
 
 Canaries in play: the model key, the repo token (a token-checking git server on 127.0.0.1, cloned
 into every session), a remote MCP server's header secret and a declared secret kept from the agent
