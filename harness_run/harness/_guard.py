@@ -27,17 +27,34 @@ import os.path
 import re
 import shlex
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs the hook ~4 ms per call
 if TYPE_CHECKING:  # the hook runs with `python -I -S`: nothing imported that it does not need
     from collections.abc import Iterator, Mapping
     from pathlib import Path
     from typing import Any, Final
 
-__all__ = ["GUARD_SCRIPT", "GUARD_TIMEOUT_S", "decode_rules", "encode_rules", "main", "verdict"]
+__all__ = [
+    "GUARD_CLIENT",
+    "GUARD_SCRIPT",
+    "GUARD_SOCKET_ENV",
+    "GUARD_TIMEOUT_S",
+    "GUARD_TOKEN_ENV",
+    "decide",
+    "decode_rules",
+    "encode_rules",
+    "main",
+    "verdict",
+]
 
 GUARD_SCRIPT: str | Path = __file__
 """The script the hook command runs (tests point it at a broken one to check that it fails closed)."""
+GUARD_CLIENT: str | Path = os.path.join(os.path.dirname(__file__), "_guard_client.py")
+"""The client the hook command runs when the engine serves the guard (see ``GUARD_SOCKET_ENV``)."""
+GUARD_SOCKET_ENV: Final = "HARNESS_RUN_GUARD_SOCKET"
+"""In a turn's environment: the engine's guard server (then the hook is the small client)."""
+GUARD_TOKEN_ENV: Final = "HARNESS_RUN_GUARD_TOKEN"
+"""In a turn's environment: the token the guard server asks its clients for."""
 GUARD_TIMEOUT_S: float = 10.0
 """Seconds the guard may take before the tool call is denied (the CLI's own hook timeout is longer)."""
 
@@ -269,22 +286,25 @@ def verdict(rules: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, A
     return None
 
 
-def main(argv: list[str]) -> int:
-    """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
-    turns any other exit into 2."""
-    rules = decode_rules(argv[1])
-    text = sys.stdin.read()
-    shell = argv[2:3] == ["--shell"]  # OpenCode's guarded shell: the command itself on stdin
+def decide(rules: Mapping[str, Any], text: str, *, shell: bool = False) -> str | None:
+    """The verdict on a hook's input: the tool call as JSON (``shell``: OpenCode's guarded shell,
+    the command itself). Raises on input that is not a tool call (the caller denies)."""
     parsed = {"tool_name": "bash", "tool_input": {"command": text}} if shell else json.loads(text or "{}")
     if not isinstance(parsed, dict):
         raise ValueError("the tool call is not a JSON object")
     call = _any(parsed)
     tool_input = call.get("tool_input")
-    reason = verdict(
+    return verdict(
         rules,
         str(call.get("tool_name") or ""),
         tool_input if isinstance(tool_input, dict) else {"command": tool_input},
     )
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
+    turns any other exit into 2."""
+    reason = decide(decode_rules(argv[1]), sys.stdin.read(), shell=argv[2:3] == ["--shell"])
     if reason is None:
         return 0
     sys.stderr.write(f"harness-run denied this tool call: {reason}\n")

@@ -1,0 +1,183 @@
+"""Where a harness-run turn's time goes beyond the bare CLI's: one scripted Claude Code turn with
+one tool call (a shell command, then the answer), each security default switched on in turn.
+
+Whole turns, alternating (after one warm-up round), medians:
+  bare_plain      ``claude -p`` as a user types it (no settings file, no hook)
+  bare_noguard    the bare CLI with harness-run's argv/env/files but no credential guards
+  bare_flags      the same with the guards (the PreToolUse guard hook + deny rules)
+  hr_noproxy      ``await session.run()`` with the model proxy off (``HARNESS_RUN_MODEL_PROXY=0``)
+  hr              ``await session.run()`` as shipped (guards + proxy + live-home redaction)
+and, timed inside the ``hr`` turns: the proxy's start and close, the end-of-turn redaction of the
+live home; outside: one guard hook call (p50/p95) and the imports the proxy brings (fresh process).
+
+    python benchmarks/turn_attribution.py [--rounds N] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MODEL, REPO, bare_cli_turn, driver_turn, scratch, scripted_model
+
+PROMPT = "write out.txt"
+SPANS: dict[str, list[float]] = {}
+
+
+def _timed_async(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            SPANS.setdefault(name, []).append((time.perf_counter() - start) * 1000)
+
+    return wrapper
+
+
+def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SPANS.setdefault(name, []).append((time.perf_counter() - start) * 1000)
+
+    return wrapper
+
+
+def _instrument() -> None:
+    """Time the defaults' own steps inside each turn (wrappers only: the code they run is unchanged)."""
+    from harness_run.runtime.local import _engine
+    from harness_run.security import _proxy
+
+    _proxy.ModelProxy.start = _timed_async("proxy_start_ms", _proxy.ModelProxy.start)  # type: ignore[method-assign]
+    _proxy.ModelProxy.aclose = _timed_async("proxy_close_ms", _proxy.ModelProxy.aclose)  # type: ignore[method-assign]
+    _engine.redact_tree = _timed("home_redaction_ms", _engine.redact_tree)  # type: ignore[attr-defined]
+
+
+async def _turns(url: str, rounds: int) -> dict[str, list[float]]:
+    from harness_run import AgentSpec, local
+
+    engine = local.deploy(AgentSpec(name="bench", harness="claude-code", model=MODEL), workdir=scratch())
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+
+    async def ours(proxy: bool) -> float:
+        os.environ["HARNESS_RUN_MODEL_PROXY"] = "1" if proxy else "0"
+        try:
+            start = time.perf_counter()
+            result = await engine.start_session().run(PROMPT, secrets=secrets)
+            took = time.perf_counter() - start
+        finally:
+            os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
+        assert not result.is_error, result.error
+        return took
+
+    variants: dict[str, Callable[[], Awaitable[float]]] = {
+        "bare_plain": lambda: asyncio.to_thread(bare_cli_turn, url, PROMPT),
+        "bare_noguard": lambda: asyncio.to_thread(
+            functools.partial(driver_turn, "claude-code", url, PROMPT, guards=False)
+        ),
+        "bare_flags": lambda: asyncio.to_thread(driver_turn, "claude-code", url, PROMPT),
+        "hr_noproxy": lambda: ours(False),
+        "hr": lambda: ours(True),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    try:
+        for i in range(rounds + 1):
+            order = names if i % 2 else names[::-1]
+            if i == 1:
+                SPANS.clear()  # the warm-up round's spans (first aiohttp import) are not a turn's
+            for name in order:
+                took = await variants[name]()
+                if i:
+                    times[name].append(took * 1000)
+    finally:
+        engine.close()
+    return times
+
+
+def _hook(n: int) -> list[float]:
+    """One guard hook call as Claude Code makes it (``sh -c COMMAND``, the tool call on stdin)."""
+    from harness_run import SecurityPolicy
+    from harness_run.harness._policy import guard_command
+
+    command = guard_command(SecurityPolicy())
+    assert command is not None
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "echo bench > out.txt"}})
+    samples: list[float] = []
+    for _ in range(n):
+        start = time.perf_counter()
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], input=call, text=True, capture_output=True, check=False
+        )
+        samples.append((time.perf_counter() - start) * 1000)
+        assert done.returncode == 0, done.stderr
+    return samples
+
+
+def _import_ms(module: str) -> float:
+    """Seconds to import ``module`` in a fresh interpreter that already has harness_run imported."""
+    code = (
+        "import time, harness_run; t = time.perf_counter(); import importlib; "
+        f"importlib.import_module({module!r}); print((time.perf_counter() - t) * 1000)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="one round (CI smoke test)")
+    args = parser.parse_args()
+    rounds, hooks = (1, 5) if args.smoke else (args.rounds, 50)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "harness_run")], check=False)
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    _instrument()
+    with scripted_model() as url:
+        times = asyncio.run(_turns(url, rounds))
+    medians = {name: statistics.median(samples) for name, samples in times.items()}
+    for name, value in medians.items():
+        print(f"turn_{name}_ms {value:.0f}  (min {min(times[name]):.0f}, max {max(times[name]):.0f})")
+    base = medians["bare_plain"]
+    for name, value in medians.items():
+        print(f"ratio_{name} {value / base:.3f}")
+    print(f"added_guard_defaults_ms {medians['bare_flags'] - medians['bare_noguard']:.0f}")
+    print(f"added_flags_files_ms {medians['bare_noguard'] - base:.0f}")
+    print(f"added_engine_ms {medians['hr_noproxy'] - medians['bare_flags']:.0f}")
+    print(f"added_proxy_ms {medians['hr'] - medians['hr_noproxy']:.0f}")
+    for name, samples in sorted(SPANS.items()):
+        print(f"{name} p50 {_pct(samples, 0.5):.1f}  p95 {_pct(samples, 0.95):.1f}  (n={len(samples)})")
+    samples = _hook(hooks)
+    print(f"guard_hook_p50_ms {_pct(samples, 0.5):.1f}")
+    print(f"guard_hook_p95_ms {_pct(samples, 0.95):.1f}")
+    for module in ("aiohttp.web", "google.auth"):
+        try:
+            print(f"import_{module.replace('.', '_')}_ms {_import_ms(module):.0f}")
+        except subprocess.CalledProcessError:
+            print(f"import_{module.replace('.', '_')}_ms (not installed)")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
