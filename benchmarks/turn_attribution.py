@@ -7,8 +7,9 @@ Whole turns, alternating (after one warm-up round), medians:
   bare_flags      the same with the guards (the PreToolUse guard hook + deny rules)
   hr_noproxy      ``await session.run()`` with the model proxy off (``HARNESS_RUN_MODEL_PROXY=0``)
   hr              ``await session.run()`` as shipped (guards + proxy + live-home redaction)
-and, timed inside the ``hr`` turns: the proxy's start and close, the end-of-turn redaction of the
-live home; outside: one guard hook call (p50/p95) and the imports the proxy brings (fresh process).
+and, timed inside the ``hr`` turns: the engine's preparation, the CLI process, the end of the turn
+(and in it the redaction of the live home), the proxy's start and close, the guard server's answer
+per tool call; outside: one guard hook call (p50/p95, served and the script) and the imports the proxy brings (fresh process).
 
     python benchmarks/turn_attribution.py [--rounds N] [--smoke]
 """
@@ -61,9 +62,16 @@ def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _instrument() -> None:
     """Time the defaults' own steps inside each turn (wrappers only: the code they run is unchanged)."""
+    from harness_run.runtime import _process
     from harness_run.runtime.local import _engine
-    from harness_run.security import _proxy
+    from harness_run.security import _guard_broker, _proxy
 
+    engine_cls = _engine.LocalEngine
+    engine_cls._prepare = _timed_async("engine_prepare_ms", engine_cls._prepare)  # type: ignore[method-assign]
+    engine_cls._finish = _timed_async("engine_finish_ms", engine_cls._finish)  # type: ignore[method-assign]
+    engine_cls._turn = _timed_async("engine_turn_ms", engine_cls._turn)  # type: ignore[method-assign]
+    _process.TurnProcess.run = _timed_async("cli_process_ms", _process.TurnProcess.run)  # type: ignore[method-assign]
+    _guard_broker.GuardBroker._serve = _timed_async("guard_served_ms", _guard_broker.GuardBroker._serve)  # type: ignore[method-assign]
     _proxy.ModelProxy.start = _timed_async("proxy_start_ms", _proxy.ModelProxy.start)  # type: ignore[method-assign]
     _proxy.ModelProxy.aclose = _timed_async("proxy_close_ms", _proxy.ModelProxy.aclose)  # type: ignore[method-assign]
     _engine.redact_tree = _timed("home_redaction_ms", _engine.redact_tree)  # type: ignore[attr-defined]
@@ -111,23 +119,34 @@ async def _turns(url: str, rounds: int) -> dict[str, list[float]]:
     return times
 
 
-def _hook(n: int) -> list[float]:
-    """One guard hook call as Claude Code makes it (``sh -c COMMAND``, the tool call on stdin)."""
+async def _hooks(n: int) -> tuple[list[float], list[float]]:
+    """One guard hook call as Claude Code makes it (``sh -c COMMAND``, the tool call on stdin):
+    through a guard server as an engine's turn has it, and the self-contained script; alternating."""
     from harness_run import SecurityPolicy
     from harness_run.harness._policy import guard_command
+    from harness_run.security import GuardBroker
 
-    command = guard_command(SecurityPolicy())
-    assert command is not None
-    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "echo bench > out.txt"}})
-    samples: list[float] = []
-    for _ in range(n):
-        start = time.perf_counter()
-        done = subprocess.run(
-            ["/bin/sh", "-c", command], input=call, text=True, capture_output=True, check=False
-        )
-        samples.append((time.perf_counter() - start) * 1000)
-        assert done.returncode == 0, done.stderr
-    return samples
+    broker = GuardBroker()
+    env = broker.substitute(SecurityPolicy(), {})
+    await broker.start()
+    commands = (guard_command(SecurityPolicy(), env=env), guard_command(SecurityPolicy()))
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "echo bench > out.txt"}}).encode()
+    served: list[float] = []
+    script: list[float] = []
+    try:
+        for _ in range(n):
+            for command, samples in zip(commands, (served, script), strict=True):
+                assert command is not None
+                start = time.perf_counter()
+                proc = await asyncio.create_subprocess_exec(
+                    "/bin/sh", "-c", command, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+                _, err = await proc.communicate(call)
+                samples.append((time.perf_counter() - start) * 1000)
+                assert proc.returncode == 0, err
+    finally:
+        await broker.aclose()
+    return served, script
 
 
 def _import_ms(module: str) -> float:
@@ -168,9 +187,10 @@ def main() -> None:
     print(f"added_proxy_ms {medians['hr'] - medians['hr_noproxy']:.0f}")
     for name, samples in sorted(SPANS.items()):
         print(f"{name} p50 {_pct(samples, 0.5):.1f}  p95 {_pct(samples, 0.95):.1f}  (n={len(samples)})")
-    samples = _hook(hooks)
-    print(f"guard_hook_p50_ms {_pct(samples, 0.5):.1f}")
-    print(f"guard_hook_p95_ms {_pct(samples, 0.95):.1f}")
+    served, script = asyncio.run(_hooks(hooks))
+    for label, samples in (("guard_hook", served), ("guard_script", script)):
+        print(f"{label}_p50_ms {_pct(samples, 0.5):.1f}")
+        print(f"{label}_p95_ms {_pct(samples, 0.95):.1f}")
     for module in ("aiohttp.web", "google.auth"):
         try:
             print(f"import_{module.replace('.', '_')}_ms {_import_ms(module):.0f}")
