@@ -1,18 +1,20 @@
 # pyright: reportUnknownArgumentType=false
 # (the hook reads untyped JSON and imports no typing helpers at run time: see _any)
-"""The pre-tool-use guard: one small stdlib-only script every harness runs before each tool call.
+"""The pre-tool-use guard: the verdict on each tool call, stdlib only, that every harness asks for.
 
 Claude Code (``PreToolUse`` hook in ``--settings``) and Codex (``[[hooks.PreToolUse]]`` in its
 ``config.toml``) run :func:`guard_command`'s shell command with the tool call as JSON on stdin
-(``tool_name``, ``tool_input``). The script exits 0 to let the call run and 2 (reason on stderr, which
-the CLI shows the model) to refuse it. It **fails closed**: the command is
-``timeout … python -I -S _guard.py RULES || exit 2``, so a guard that crashes, cannot start or does
-not answer within :data:`GUARD_TIMEOUT_S` seconds exits 2 as well, which both CLIs treat as "deny".
-The rules travel base64-encoded in the command itself (no file the agent could edit).
+(``tool_name``, ``tool_input``). The command exits 0 to let the call run and 2 (reason on stderr,
+which the CLI shows the model) to refuse it. It **fails closed**: it is ``timeout … python -I -S …
+|| exit 2``, so a guard that crashes, cannot start or does not answer within :data:`GUARD_TIMEOUT_S`
+seconds exits 2 as well, which both CLIs treat as "deny".
 
-This module imports nothing outside the standard library and is run with ``python -I -S`` (about
-20 ms per tool call, see ``benchmarks/guard.py``); the same :func:`verdict` is imported by the
-tests. The checks are patterns over the tool call: they stop the known ways to read credentials
+In an engine's turn the verdict (:func:`decide`) runs in the engine's process
+(``harness_run.security.GuardBroker``) and the hook runs ``_guard_client.py``, which only asks it
+(~15 ms per tool call instead of ~35 ms: no imports, no regex compiles per call). Without a guard
+server this file is the hook itself: ``python -I -S _guard.py RULES``, the rules base64-encoded in the
+command (no file the agent could edit). Both ways the same :func:`verdict` decides; the tests import
+it too. The checks are patterns over the tool call: they stop the known ways to read credentials
 (HarnessBox's threat table) and the user's denied tools and commands, but a determined agent can
 obfuscate a command past any pattern list — the credentials themselves are kept out of the agent's
 reach elsewhere (see docs/secrets-and-security.md).
