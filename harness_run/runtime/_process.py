@@ -166,11 +166,39 @@ def sample_resources(pid: int) -> ResourceUsage | None:
             status = handle.read().decode(errors="replace")
     except (OSError, IndexError, ValueError):
         return None
-    for child in descendants(pid):
+    for child in _live_children(pid):
         with contextlib.suppress(OSError, IndexError, ValueError):
             cpu += cpu_of(child, False)
     peak_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
     return ResourceUsage(cpu_seconds=round(cpu, 3), peak_memory_mb=round(peak_kb / 1024, 1))
+
+
+def _live_children(pid: int) -> list[int]:
+    """The descendants of ``pid`` from each thread's ``/proc/<pid>/task/<tid>/children`` (a few reads;
+    a sample taken as the turn ends, so a child re-parented meanwhile may be missed: for accounting
+    only, never for a kill); the full scan where the kernel has no such file."""
+    found: list[int] = []
+    todo = [pid]
+    try:
+        while todo:
+            parent = todo.pop()
+            try:
+                tasks = os.listdir(f"/proc/{parent}/task")
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            for task in tasks:
+                try:
+                    with open(f"/proc/{parent}/task/{task}/children", "rb") as handle:
+                        kids = [int(k) for k in handle.read().split()]
+                except FileNotFoundError:
+                    if not os.path.exists(f"/proc/{parent}/task/{task}"):
+                        continue  # the thread ended meanwhile
+                    raise  # no `children` files in this kernel
+                found += kids
+                todo += kids
+    except (FileNotFoundError, PermissionError):
+        return descendants(pid)
+    return list(dict.fromkeys(found))
 
 
 def _alive(pid: int) -> bool:
