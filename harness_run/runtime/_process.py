@@ -301,7 +301,7 @@ class TurnProcess:
                 "interrupted": "the turn was interrupted",
                 "cancelled": "the turn was cancelled",
             }
-            limit = self._stop_reason in ("timeout", "max_turns", "max_budget")
+            limit = self._stop_reason in ("timeout", "max_turns", "max_budget", "error")
             result = result.model_copy(
                 update={
                     # a stopped CLI has no result line: that is no failure of its own unless it had

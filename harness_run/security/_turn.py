@@ -76,6 +76,11 @@ class TurnCredentials:
         if self.proxy is not None:
             self.proxy.on_budget = stop
 
+    def on_failure(self, stop: Callable[[str], Awaitable[None]]) -> None:
+        """``stop(reason)`` ends the turn (as an error) when the proxy cannot start serving."""
+        if self.proxy is not None:
+            self.proxy.on_failure = stop
+
     def settle(self, result: RunResult) -> RunResult:
         """``result`` with the usage and cost the proxy metered, when it metered any: the wire is
         what the endpoint bills. A harness figure that differs is logged and replaced."""
