@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +61,9 @@ def scripted_model() -> Iterator[str]:
     if url is None:
         proc.kill()
         raise SystemExit("the scripted model did not start")
+    # Keep reading its output: a pipe nobody reads fills (64 KiB of request logs) and then blocks the
+    # server mid-request, which hangs the turn that is waiting on it.
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
     try:
         yield url
     finally:
@@ -157,16 +161,18 @@ def harness_secrets(harness: str, url: str) -> dict[str, str]:
     return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "bench"}
 
 
-def driver_turn(harness: str, url: str, prompt: str) -> float:
+def driver_turn(harness: str, url: str, prompt: str, *, guards: bool = True) -> float:
     """One turn of the bare CLI with exactly the argv, environment, config files and stdin that
-    harness-run would use (its driver's launch plan, prepared before the clock starts); seconds."""
+    harness-run would use (its driver's launch plan, prepared before the clock starts); seconds.
+    ``guards=False``: the same without the credential guards (no guard hook, no deny rules)."""
     import uuid
 
-    from harness_run import AgentSpec
+    from harness_run import AgentSpec, SecurityPolicy
     from harness_run.harness import TurnContext, get_driver
     from harness_run.security._secrets import agent_env
 
-    spec = AgentSpec(name="bench", harness=harness, model=HARNESS_MODELS[harness])  # type: ignore[arg-type]
+    policy = SecurityPolicy(include_credential_guards=guards)
+    spec = AgentSpec(name="bench", harness=harness, model=HARNESS_MODELS[harness], security_policy=policy)  # type: ignore[arg-type]
     root = scratch("plan-")
     home, workspace = root / "home", root / "workspace"
     home.mkdir()

@@ -8,8 +8,10 @@
 - proxy_turn_off_ms / proxy_turn_on_ms / proxy_turn_ratio: the median of whole Claude Code turns (a
   tool call and an answer: two model requests) with the proxy off (``HARNESS_RUN_MODEL_PROXY=0``)
   and on, alternating;
-- guard_hook_p50_ms / guard_hook_p95_ms: one run of the guard hook command (the fail-closed wrapper
-  and ``python -I -S _guard.py``) for a tool call, as Claude Code and Codex run it.
+- guard_hook_p50_ms / guard_hook_p95_ms: one run of the guard hook command as an engine's turn has
+  it (the fail-closed wrapper and the small client asking the turn's guard server), for a tool call,
+  as Claude Code and Codex run it; guard_script_p50_ms / _p95_ms: the self-contained script
+  (``python -I -S _guard.py RULES``, what a launch plan outside an engine gets), alternating.
 """
 
 from __future__ import annotations
@@ -99,19 +101,31 @@ async def _turns(model: ScriptedModel, n: int) -> tuple[list[float], list[float]
     return off, on
 
 
-def _guard(n: int) -> list[float]:
-    command = guard_command(SecurityPolicy(denied_bash_patterns=["git push*"]))
-    assert command is not None
-    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}})
-    samples: list[float] = []
-    for _ in range(n):
-        start = time.perf_counter()
-        done = subprocess.run(
-            ["/bin/sh", "-c", command], input=call, text=True, capture_output=True, check=False
-        )
-        samples.append((time.perf_counter() - start) * 1000)
-        assert done.returncode == 0, done.stderr
-    return samples
+async def _guard(n: int) -> tuple[list[float], list[float]]:
+    from harness_run.security import GuardBroker
+
+    policy = SecurityPolicy(denied_bash_patterns=["git push*"])
+    broker = GuardBroker()
+    env = broker.substitute(policy, {})
+    await broker.start()
+    commands = (guard_command(policy, env=env), guard_command(policy))
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}}).encode()
+    served: list[float] = []
+    script: list[float] = []
+    try:
+        for _ in range(n):
+            for command, samples in zip(commands, (served, script), strict=True):
+                assert command is not None
+                start = time.perf_counter()
+                proc = await asyncio.create_subprocess_exec(
+                    "/bin/sh", "-c", command, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+                _, err = await proc.communicate(call)
+                samples.append((time.perf_counter() - start) * 1000)
+                assert proc.returncode == 0, err
+    finally:
+        await broker.aclose()
+    return served, script
 
 
 async def main() -> None:
@@ -141,9 +155,11 @@ async def main() -> None:
     print(f"proxy_turn_off_ms {statistics.median(off):.0f}")
     print(f"proxy_turn_on_ms {statistics.median(on):.0f}")
     print(f"proxy_turn_ratio {statistics.median(on) / statistics.median(off):.3f}")
-    samples = _guard(guards)
-    print(f"guard_hook_p50_ms {_pct(samples, 0.5):.1f}")
-    print(f"guard_hook_p95_ms {_pct(samples, 0.95):.1f}")
+    served, script = await _guard(guards)
+    print(f"guard_hook_p50_ms {_pct(served, 0.5):.1f}")
+    print(f"guard_hook_p95_ms {_pct(served, 0.95):.1f}")
+    print(f"guard_script_p50_ms {_pct(script, 0.5):.1f}")
+    print(f"guard_script_p95_ms {_pct(script, 0.95):.1f}")
 
 
 if __name__ == "__main__":

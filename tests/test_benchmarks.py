@@ -181,8 +181,23 @@ def test_telemetry_benchmark_prints_its_costs() -> None:
 @pytest.mark.slow
 def test_model_proxy_benchmark_prints_latencies() -> None:
     out = _run("model_proxy.py", "--smoke")
-    for label in ("proxy_added_p50_ms", "proxy_added_p95_ms", "proxy_turn_ratio", "guard_hook_p50_ms"):
+    for label in (
+        "proxy_added_p50_ms",
+        "proxy_added_p95_ms",
+        "proxy_turn_ratio",
+        "guard_hook_p50_ms",
+        "guard_script_p50_ms",
+    ):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_turn_attribution_benchmark_prints_the_breakdown() -> None:
+    out = _run("turn_attribution.py", "--smoke")
+    for label in ("ratio_hr", "added_guard_defaults_ms", "added_proxy_ms", "guard_hook_p50_ms"):
+        assert re.search(rf"^{label} -?[0-9.]+", out, re.MULTILINE), out
+    assert re.search(r"^guard_served_ms p50 [0-9.]+", out, re.MULTILINE), out  # the turns used the server
 
 
 @pytest.mark.harness

@@ -1,18 +1,20 @@
 # pyright: reportUnknownArgumentType=false
 # (the hook reads untyped JSON and imports no typing helpers at run time: see _any)
-"""The pre-tool-use guard: one small stdlib-only script every harness runs before each tool call.
+"""The pre-tool-use guard: the verdict on each tool call, stdlib only, that every harness asks for.
 
 Claude Code (``PreToolUse`` hook in ``--settings``) and Codex (``[[hooks.PreToolUse]]`` in its
 ``config.toml``) run :func:`guard_command`'s shell command with the tool call as JSON on stdin
-(``tool_name``, ``tool_input``). The script exits 0 to let the call run and 2 (reason on stderr, which
-the CLI shows the model) to refuse it. It **fails closed**: the command is
-``timeout … python -I -S _guard.py RULES || exit 2``, so a guard that crashes, cannot start or does
-not answer within :data:`GUARD_TIMEOUT_S` seconds exits 2 as well, which both CLIs treat as "deny".
-The rules travel base64-encoded in the command itself (no file the agent could edit).
+(``tool_name``, ``tool_input``). The command exits 0 to let the call run and 2 (reason on stderr,
+which the CLI shows the model) to refuse it. It **fails closed**: it is ``timeout … python -I -S …
+|| exit 2``, so a guard that crashes, cannot start or does not answer within :data:`GUARD_TIMEOUT_S`
+seconds exits 2 as well, which both CLIs treat as "deny".
 
-This module imports nothing outside the standard library and is run with ``python -I -S`` (about
-20 ms per tool call, see ``benchmarks/guard.py``); the same :func:`verdict` is imported by the
-tests. The checks are patterns over the tool call: they stop the known ways to read credentials
+In an engine's turn the verdict (:func:`decide`) runs in the engine's process
+(``harness_run.security.GuardBroker``) and the hook runs ``_guard_client.py``, which only asks it
+(~15 ms per tool call instead of ~35 ms: no imports, no regex compiles per call). Without a guard
+server this file is the hook itself: ``python -I -S _guard.py RULES``, the rules base64-encoded in the
+command (no file the agent could edit). Both ways the same :func:`verdict` decides; the tests import
+it too. The checks are patterns over the tool call: they stop the known ways to read credentials
 (HarnessBox's threat table) and the user's denied tools and commands, but a determined agent can
 obfuscate a command past any pattern list — the credentials themselves are kept out of the agent's
 reach elsewhere (see docs/secrets-and-security.md).
@@ -27,17 +29,34 @@ import os.path
 import re
 import shlex
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs the hook ~4 ms per call
 if TYPE_CHECKING:  # the hook runs with `python -I -S`: nothing imported that it does not need
     from collections.abc import Iterator, Mapping
     from pathlib import Path
     from typing import Any, Final
 
-__all__ = ["GUARD_SCRIPT", "GUARD_TIMEOUT_S", "decode_rules", "encode_rules", "main", "verdict"]
+__all__ = [
+    "GUARD_CLIENT",
+    "GUARD_SCRIPT",
+    "GUARD_SOCKET_ENV",
+    "GUARD_TIMEOUT_S",
+    "GUARD_TOKEN_ENV",
+    "decide",
+    "decode_rules",
+    "encode_rules",
+    "main",
+    "verdict",
+]
 
 GUARD_SCRIPT: str | Path = __file__
 """The script the hook command runs (tests point it at a broken one to check that it fails closed)."""
+GUARD_CLIENT: str | Path = os.path.join(os.path.dirname(__file__), "_guard_client.py")
+"""The client the hook command runs when the engine serves the guard (see ``GUARD_SOCKET_ENV``)."""
+GUARD_SOCKET_ENV: Final = "HARNESS_RUN_GUARD_SOCKET"
+"""In a turn's environment: the engine's guard server (then the hook is the small client)."""
+GUARD_TOKEN_ENV: Final = "HARNESS_RUN_GUARD_TOKEN"
+"""In a turn's environment: the token the guard server asks its clients for."""
 GUARD_TIMEOUT_S: float = 10.0
 """Seconds the guard may take before the tool call is denied (the CLI's own hook timeout is longer)."""
 
@@ -269,22 +288,25 @@ def verdict(rules: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, A
     return None
 
 
-def main(argv: list[str]) -> int:
-    """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
-    turns any other exit into 2."""
-    rules = decode_rules(argv[1])
-    text = sys.stdin.read()
-    shell = argv[2:3] == ["--shell"]  # OpenCode's guarded shell: the command itself on stdin
+def decide(rules: Mapping[str, Any], text: str, *, shell: bool = False) -> str | None:
+    """The verdict on a hook's input: the tool call as JSON (``shell``: OpenCode's guarded shell,
+    the command itself). Raises on input that is not a tool call (the caller denies)."""
     parsed = {"tool_name": "bash", "tool_input": {"command": text}} if shell else json.loads(text or "{}")
     if not isinstance(parsed, dict):
         raise ValueError("the tool call is not a JSON object")
     call = _any(parsed)
     tool_input = call.get("tool_input")
-    reason = verdict(
+    return verdict(
         rules,
         str(call.get("tool_name") or ""),
         tool_input if isinstance(tool_input, dict) else {"command": tool_input},
     )
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 (run it) or 2 (deny, reason on stderr). Anything unexpected raises: the hook command
+    turns any other exit into 2."""
+    reason = decide(decode_rules(argv[1]), sys.stdin.read(), shell=argv[2:3] == ["--shell"])
     if reason is None:
         return 0
     sys.stderr.write(f"harness-run denied this tool call: {reason}\n")

@@ -122,25 +122,34 @@ def guard_rules(policy: SecurityPolicy) -> dict[str, Any]:
     }
 
 
-def guard_command(policy: SecurityPolicy, python: str | None = None, *, shell: bool = False) -> str | None:
+def guard_command(
+    policy: SecurityPolicy,
+    python: str | None = None,
+    *,
+    shell: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
     """The hook's shell command, or None when the policy enforces nothing. Any exit but 0 of the
     guard (a crash, a missing interpreter, ``timeout``'s 124) becomes 2: deny. ``shell``: the
-    command text on stdin instead of the hook's JSON (:func:`opencode_guarded_shell`)."""
+    command text on stdin instead of the hook's JSON (:func:`opencode_guarded_shell`).
+
+    When the turn's ``env`` names the engine's guard server (``GUARD_SOCKET_ENV``, set by
+    :class:`~harness_run.security.GuardBroker`), the hook runs the small client that asks it (a
+    Python start, ~15 ms, instead of ~35 ms for the script that imports and compiles its rules);
+    without one (a launch plan outside an engine), the self-contained script with the rules in the
+    command. Both behind the same fail-closed wrapper."""
     if not policy.enforces_anything:
         return None
     from harness_run.harness import _guard
 
-    script = str(_guard.GUARD_SCRIPT)
     interpreter = python or sys.executable
     timeout = f"{GUARD_TIMEOUT_S:g}"
-    inner = [
-        interpreter,
-        "-I",
-        "-S",
-        script,
-        encode_rules(guard_rules(policy)),
-        *(["--shell"] if shell else []),
-    ]
+    socket, token = (env or {}).get(_guard.GUARD_SOCKET_ENV), (env or {}).get(_guard.GUARD_TOKEN_ENV)
+    if socket and token:
+        inner = [interpreter, "-I", "-S", str(_guard.GUARD_CLIENT), socket, token]
+    else:
+        inner = [interpreter, "-I", "-S", str(_guard.GUARD_SCRIPT), encode_rules(guard_rules(policy))]
+    inner += ["--shell"] if shell else []
     failed = "harness-run denied this tool call: the guard failed (exit $s), so nothing runs"
     return (
         f"timeout -k 1 {timeout} {shlex.join(inner)} || "
@@ -148,12 +157,14 @@ def guard_command(policy: SecurityPolicy, python: str | None = None, *, shell: b
     )
 
 
-def opencode_guarded_shell(policy: SecurityPolicy, real_shell: str) -> str | None:
+def opencode_guarded_shell(
+    policy: SecurityPolicy, real_shell: str, env: Mapping[str, str] | None = None
+) -> str | None:
     """OpenCode's ``shell`` (the config key its bash tool runs every command with, as
     ``<shell> -c <command>``): a script named ``bash`` that runs the guard on the whole command text
     first and ``exec``s ``real_shell`` only when it allows it — a loop over ``/proc/*/environ``
     included, which OpenCode's per-command permission patterns never see. None without a policy."""
-    check = guard_command(policy, shell=True)
+    check = guard_command(policy, shell=True, env=env)
     if check is None:
         return None
     return (

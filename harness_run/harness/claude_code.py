@@ -141,7 +141,8 @@ class ClaudeCodeDriver:
         if schema is not None:
             argv += ["--json-schema", json.dumps(schema, sort_keys=True, separators=(",", ":"))]
         files: dict[Path, str] = {}
-        for rel, text in claude_files(spec, guard_command(spec.security_policy), ctx.env).items():
+        hook = guard_command(spec.security_policy, env=ctx.env)
+        for rel, text in claude_files(spec, hook, ctx.env).items():
             path = ctx.home / "harness-run" / rel
             files[path] = text
             if rel.endswith("mcp.json"):

@@ -202,7 +202,7 @@ class CodexDriver:
             settings["developer_instructions"] = spec.system_prompt.text
         if _WEB_SEARCH & set(spec.disallowed_tools):
             settings["web_search"] = "disabled"
-        hook = guard_command(spec.security_policy)
+        hook = guard_command(spec.security_policy, env=ctx.env)
         files[home / "config.toml"] = codex_files(spec, settings, hook, ctx.env)["config.toml"]
 
         resuming = ctx.resume and ctx.native_session_id is not None

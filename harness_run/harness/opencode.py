@@ -195,7 +195,7 @@ class OpenCodeDriver:
         if agent:
             settings["agent"] = {"build": agent}
         guarded = opencode_guarded_shell(
-            spec.security_policy, shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
+            spec.security_policy, shutil.which("bash", path=env.get("PATH")) or "/bin/sh", ctx.env
         )
         if guarded is not None:  # the guard before every command of the bash tool (fail closed)
             files[ours / "shell" / "bash"] = guarded

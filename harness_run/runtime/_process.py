@@ -31,12 +31,20 @@ _STDERR_LINES = 40
 _REAPER = Path(__file__).with_name("_reaper.py")
 _HAS_PROC = os.path.isdir("/proc/self")
 _READ_LIMIT = 64 * 1024 * 1024  # stream-json lines carry whole tool outputs
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def descendants(pid: int, tag: str | None = None) -> list[int]:
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` gives a process's start in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
+
+
+def descendants(pid: int, tag: str | None = None, since: int | None = None) -> list[int]:
     """Every live descendant of ``pid`` (Linux /proc scan; empty elsewhere). With ``tag`` (a
     ``NAME=value`` in the environment of the turn's processes), also every process carrying it:
-    a tool command that was re-parented (its harness died first, or it daemonized) is still found."""
+    a tool command that was re-parented (its harness died first, or it daemonized) is still found.
+    ``since`` (:func:`boot_ticks` before the turn's process was spawned): only processes started
+    after it can carry the tag, so only their environments are read (the scan's main cost)."""
     children: dict[int, list[int]] = {}
     tagged: list[int] = []
     marker = f"\0{tag}\0".encode() if tag else None
@@ -50,11 +58,12 @@ def descendants(pid: int, tag: str | None = None) -> list[int]:
         try:
             with open(f"/proc/{entry}/stat", "rb") as handle:
                 stat = handle.read().decode(errors="replace")
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            fields = stat.rsplit(")", 1)[1].split()
+            ppid, started = int(fields[1]), int(fields[19])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-        if marker is not None and int(entry) != pid:
+        if marker is not None and int(entry) != pid and (since is None or started >= since):
             with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as handle:
                 if marker in b"\0" + handle.read():
                     tagged.append(int(entry))
@@ -140,9 +149,6 @@ async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0, tag: s
         await asyncio.sleep(0.01)
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 def sample_resources(pid: int) -> ResourceUsage | None:
     """CPU (self + waited-for children + live descendants) and peak RSS of a live process."""
 
@@ -160,11 +166,39 @@ def sample_resources(pid: int) -> ResourceUsage | None:
             status = handle.read().decode(errors="replace")
     except (OSError, IndexError, ValueError):
         return None
-    for child in descendants(pid):
+    for child in _live_children(pid):
         with contextlib.suppress(OSError, IndexError, ValueError):
             cpu += cpu_of(child, False)
     peak_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
     return ResourceUsage(cpu_seconds=round(cpu, 3), peak_memory_mb=round(peak_kb / 1024, 1))
+
+
+def _live_children(pid: int) -> list[int]:
+    """The descendants of ``pid`` from each thread's ``/proc/<pid>/task/<tid>/children`` (a few reads;
+    a sample taken as the turn ends, so a child re-parented meanwhile may be missed: for accounting
+    only, never for a kill); the full scan where the kernel has no such file."""
+    found: list[int] = []
+    todo = [pid]
+    try:
+        while todo:
+            parent = todo.pop()
+            try:
+                tasks = os.listdir(f"/proc/{parent}/task")
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            for task in tasks:
+                try:
+                    with open(f"/proc/{parent}/task/{task}/children", "rb") as handle:
+                        kids = [int(k) for k in handle.read().split()]
+                except FileNotFoundError:
+                    if not os.path.exists(f"/proc/{parent}/task/{task}"):
+                        continue  # the thread ended meanwhile
+                    raise  # no `children` files in this kernel
+                found += kids
+                todo += kids
+    except (FileNotFoundError, PermissionError):
+        return descendants(pid)
+    return list(dict.fromkeys(found))
 
 
 def _alive(pid: int) -> bool:
@@ -206,6 +240,8 @@ class TurnProcess:
         """In the environment of the CLI and (inherited) its tool commands: found again at kill time."""
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
+        self._since = 0
+        """:func:`boot_ticks` a second before the CLI was spawned: the turn's processes start later."""
 
     async def run(self) -> RunResult:
         for path, text in self._plan.files.items():
@@ -216,6 +252,7 @@ class TurnProcess:
         user = self._user
         if user is not None:
             await asyncio.to_thread(user.hand_over, *self._hand_over)
+        self._since = boot_ticks() - _CLOCK_TICKS
         try:
             self._proc = proc = await asyncio.create_subprocess_exec(
                 *self._plan.argv,
@@ -249,9 +286,8 @@ class TurnProcess:
             if proc.returncode is None or self._stop_reason:
                 await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
             else:  # exited (or was killed): still reap what it left, by group and by the turn's tag
-                _signal_all(
-                    proc.pid, [p for p in descendants(proc.pid, self._tag) if _alive(p)], signal.SIGKILL
-                )
+                left = descendants(proc.pid, self._tag, self._since)
+                _signal_all(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
             await asyncio.shield(release_reaper(reaper, sweep=user is not None))
         return self._result(proc.returncode)
 
@@ -265,7 +301,7 @@ class TurnProcess:
                 "interrupted": "the turn was interrupted",
                 "cancelled": "the turn was cancelled",
             }
-            limit = self._stop_reason in ("timeout", "max_turns", "max_budget")
+            limit = self._stop_reason in ("timeout", "max_turns", "max_budget", "error")
             result = result.model_copy(
                 update={
                     # a stopped CLI has no result line: that is no failure of its own unless it had

@@ -13,6 +13,7 @@ from harness_run.security._egress import (
 )
 from harness_run.security._files import redact_tree
 from harness_run.security._git_broker import GitBroker
+from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
 from harness_run.security._secrets import (
@@ -42,6 +43,7 @@ __all__ = [
     "EgressProxy",
     "EventRedactor",
     "GitBroker",
+    "GuardBroker",
     "LoopbackRelay",
     "McpBroker",
     "ModelProxy",

@@ -61,7 +61,9 @@ def _patterns(forms: Sequence[str]) -> list[tuple[bytes, re.Pattern[bytes] | Non
         out.append(
             (
                 raw,
-                re.compile(rb"(?<!" + _WORD + rb")" + re.escape(raw) + rb"(?!" + _WORD + rb")")
+                # the literal first (re's fast literal scan; a leading look-behind would try every
+                # byte: ~7 ms over a 200 KB transcript), then "no word byte before it"
+                re.compile(re.escape(raw) + rb"(?<!" + _WORD + re.escape(raw) + rb")(?!" + _WORD + rb")")
                 if short
                 else None,
             )

@@ -82,12 +82,16 @@ class WireMeter:
         return self.budget is not None and self.cost_usd is not None and self.cost_usd >= self.budget
 
     def response(self, request_body: bytes, content_type: str) -> ResponseMeter:
-        """A meter for one answer; ``request_body`` names the model asked for."""
-        model = self.model
+        """A meter for one answer; ``request_body`` names the model asked for (read only when the
+        answer names none: a harness's request is ~100 KB of JSON)."""
+        return ResponseMeter(self, request_body, "event-stream" in content_type.lower())
+
+    def requested_model(self, request_body: bytes) -> str:
+        """The model a request asked for (else the turn's)."""
         if request_body[:1] == b"{":
             with contextlib.suppress(ValueError):
-                model = str(_dict(json.loads(request_body)).get("model") or model)
-        return ResponseMeter(self, model, "event-stream" in content_type.lower())
+                return str(_dict(json.loads(request_body)).get("model") or self.model)
+        return self.model
 
     def add(self, model: str, usage: Usage) -> None:
         self.usage += usage
@@ -103,9 +107,11 @@ class WireMeter:
 class ResponseMeter:
     """Reads one answer's usage as its bytes pass (see the module docstring)."""
 
-    def __init__(self, turn: WireMeter, model: str, stream: bool) -> None:
+    def __init__(self, turn: WireMeter, request_body: bytes, stream: bool) -> None:
         self._turn = turn
-        self._model = model
+        self._request = request_body
+        self._model = ""
+        """The answering model, once the answer names it."""
         self._stream = stream
         self._buffer = bytearray()
         self._fields: dict[str, Any] = {}
@@ -134,11 +140,15 @@ class ResponseMeter:
         else:
             self._see(bytes(self._buffer))
         if self._fields:
-            self._turn.add(self._model, usage_of(self._fields))
+            model = self._model or self._turn.requested_model(self._request)
+            self._turn.add(model, usage_of(self._fields))
+        self._request = b""
 
     def _see(self, data: bytes) -> None:
         if not data.startswith(b"{"):
             return  # "[DONE]", keep-alives
+        if b"usage" not in data and b"model" not in data and b"\\u" not in data:
+            return  # a text or tool-input delta (most of a stream): nothing to read, nothing parsed
         try:
             event = _dict(json.loads(data))
         except ValueError:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hmac
 import importlib
+import logging
 import os
 import secrets
 import socket
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
 __all__ = ["PROXY_ENV", "ModelProxy", "proxy_enabled"]
+
+_log = logging.getLogger("harness_run.security")
 
 PROXY_ENV: Final = "HARNESS_RUN_MODEL_PROXY"
 """``0`` turns the proxy off (the harness then gets the real key in its environment, as before)."""
@@ -193,6 +196,9 @@ class ModelProxy:
         """The span each model request's span goes under (the turn's harness span)."""
         """Usage and cost of the answers, read from the wire; the turn's budget."""
         self.on_budget: Callable[[str], Awaitable[None]] | None = None
+        self.on_failure: Callable[[str], Awaitable[None]] | None = None
+        """Called (with the reason) when the proxy cannot start serving: stops the turn."""
+        self._failing: asyncio.Future[None] | None = None
         """Called (with the reason) when a request is refused for the budget: stops the turn."""
         self.over_budget = 0
         """Requests refused because the turn's cost had reached its budget."""
@@ -311,6 +317,19 @@ class ModelProxy:
         at once (its first requests wait in the backlog until aiohttp is up)."""
         if (self._routes or self._mcp) and self._starting is None:
             self._starting = asyncio.ensure_future(self.start())
+            self._starting.add_done_callback(self._started)
+
+    def _started(self, task: asyncio.Task[None]) -> None:
+        """A proxy that could not start (aiohttp missing or broken) must not leave the harness
+        waiting on a socket nobody serves: close it (its connections are refused) and stop the turn."""
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        message = f"the model proxy could not start ({type(error).__name__}: {error}); the turn was stopped"
+        _log.error("%s", message)
+        self._sock.close()
+        if self.on_failure is not None:
+            self._failing = asyncio.ensure_future(self.on_failure(message))
 
     async def aclose(self) -> None:
         if self._starting is not None:

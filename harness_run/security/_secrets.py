@@ -24,6 +24,7 @@ casual reach (``env`` dumps, logs), not out of a determined agent's.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -272,10 +273,8 @@ def redact_event(event: AgentEvent, forms: Sequence[str]) -> AgentEvent:
 
 def _redact_model[M: BaseModel](model: M, forms: Sequence[str]) -> M:
     changes: dict[str, object] = {}
-    for name, info in type(model).model_fields.items():
+    for name in _free_fields(type(model)):
         value: object = getattr(model, name)
-        if _is_literal(info.annotation):
-            continue
         if isinstance(value, BaseModel):
             new: object = _redact_model(value, forms)
         else:
@@ -286,6 +285,12 @@ def _redact_model[M: BaseModel](model: M, forms: Sequence[str]) -> M:
 
 
 _FREE_FORM = frozenset({"input", "structured_output", "raw"})
+
+
+@functools.cache
+def _free_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``model`` that may hold a secret (all but the enumerated ones), once per class."""
+    return tuple(name for name, info in model.model_fields.items() if not _is_literal(info.annotation))
 
 
 def _is_literal(annotation: object) -> bool:

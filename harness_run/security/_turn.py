@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from harness_run.events import RunResult
 from harness_run.harness import mcp_proxy_env, mcp_secret_env
 from harness_run.security._git_broker import GitBroker
+from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
 from harness_run.spec import AgentSpec, StdioMcpServer
@@ -22,7 +23,8 @@ _log = logging.getLogger("harness_run.security")
 class TurnCredentials:
     """Per turn: :meth:`apply` rewrites the harness's environment (model endpoint and key → the
     proxy and a turn token; repository tokens → the credential helper; stdio MCP servers with
-    secrets → the launcher of :class:`McpBroker`), :meth:`start` serves them while the CLI starts,
+    secrets → the launcher of :class:`McpBroker`; the guard hook → :class:`GuardBroker`),
+    :meth:`start` serves them while the CLI starts,
     :meth:`aclose` ends them with the turn.
 
     The proxy meters the turn's model usage and cost from the wire and enforces ``budget`` (USD)
@@ -35,12 +37,14 @@ class TurnCredentials:
         self.proxy = ModelProxy(budget, model) if proxy_enabled() else None
         self.git = GitBroker(agent_uid)
         self.mcp = McpBroker(agent_uid)
+        self.guard = GuardBroker(agent_uid)
 
     def apply(self, spec: AgentSpec, secrets: Mapping[str, str], env: dict[str, str]) -> dict[str, str]:
         if self.proxy is not None:
             env = self.proxy.substitute(spec.harness, env)
             env = self._route_mcp(spec, env)
         env = self.git.substitute(spec.repos, secrets, env)
+        env = self.guard.substitute(spec.security_policy, env)  # the guard hook asks this process
         return self.mcp.substitute(spec, secrets, env)  # stdio MCP servers' secrets: started by the engine
 
     def _route_mcp(self, spec: AgentSpec, env: dict[str, str]) -> dict[str, str]:
@@ -72,6 +76,11 @@ class TurnCredentials:
         if self.proxy is not None:
             self.proxy.on_budget = stop
 
+    def on_failure(self, stop: Callable[[str], Awaitable[None]]) -> None:
+        """``stop(reason)`` ends the turn (as an error) when the proxy cannot start serving."""
+        if self.proxy is not None:
+            self.proxy.on_failure = stop
+
     def settle(self, result: RunResult) -> RunResult:
         """``result`` with the usage and cost the proxy metered, when it metered any: the wire is
         what the endpoint bills. A harness figure that differs is logged and replaced."""
@@ -102,6 +111,7 @@ class TurnCredentials:
         """Serve the git broker now (its socket is made here) and the proxy in the background."""
         await self.git.start()
         await self.mcp.start()
+        await self.guard.start()
         if self.proxy is not None:
             self.proxy.start_soon()
 
@@ -115,3 +125,4 @@ class TurnCredentials:
             await self.proxy.aclose()
         await self.git.aclose()
         await self.mcp.aclose()
+        await self.guard.aclose()

@@ -4,6 +4,7 @@ commands still run; the guard fails closed (a crashing, hanging or missing guard
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import subprocess
@@ -118,6 +119,88 @@ def test_the_hook_command_allows_denies_and_fails_closed(
     monkeypatch.setattr(_guard, "GUARD_SCRIPT", Path(_guard.__file__))
     assert _run_hook(guard_command(policy, python=str(tmp_path / "no-python")) or "", benign)[0] == 2
     assert guard_command(SecurityPolicy(include_credential_guards=False)) is None  # nothing to enforce
+
+
+async def _ask(command: str, call: object) -> tuple[int, str, float]:
+    """Run the hook command without blocking the loop the guard server answers on."""
+    start = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    data = call if isinstance(call, str) else json.dumps(call)
+    _, err = await asyncio.wait_for(proc.communicate(data.encode()), 30)
+    return proc.returncode or 0, err.decode(), time.monotonic() - start
+
+
+async def test_the_served_guard_allows_denies_and_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's guard server (what every engine turn uses): the same verdicts as the script,
+    and a deny for a wrong token, unreadable input, a verdict that raises, a server that hangs or
+    is gone, and a client that crashes."""
+    from harness_run.harness import GUARD_SOCKET_ENV, GUARD_TOKEN_ENV
+    from harness_run.security import GuardBroker, _guard_broker
+
+    policy = SecurityPolicy(denied_bash_patterns=["git push*"])
+    broker = GuardBroker()
+    env = broker.substitute(policy, {"PATH": "/usr/bin"})
+    assert GuardBroker().substitute(SecurityPolicy(include_credential_guards=False), {}) == {}
+    await broker.start()
+    command = guard_command(policy, env=env)
+    assert command is not None and "_guard_client.py" in command and env[GUARD_TOKEN_ENV] in command
+    benign = {"tool_name": "Bash", "tool_input": {"command": "echo hi"}}
+    try:
+        assert (await _ask(command, benign))[0] == 0
+        code, err, _ = await _ask(command, {"tool_name": "Bash", "tool_input": {"command": "env"}})
+        assert code == 2 and "prints the environment" in err
+        code, err, _ = await _ask(command, {"tool_name": "Bash", "tool_input": {"command": "git push -f"}})
+        assert code == 2 and "git push*" in err
+        assert (await _ask(command, "not json"))[0] == 2
+        shell = guard_command(policy, shell=True, env=env) or ""
+        assert (await _ask(shell, "for f in /proc/*/environ; do cat $f; done"))[0] == 2
+        assert (await _ask(shell, "ls -la"))[0] == 0
+        wrong = command.replace(env[GUARD_TOKEN_ENV], "hrk-forged")
+        assert (await _ask(wrong, benign))[0] == 2
+        assert broker.allowed == 2 and broker.denied == 5
+
+        def broken(*_args: object, **_kwargs: object) -> str | None:
+            raise RuntimeError("guard bug")
+
+        monkeypatch.setattr(_guard_broker, "decide", broken)
+        code, err, _ = await _ask(command, benign)
+        assert code == 2 and "the guard failed" in err
+        monkeypatch.undo()
+
+        crashing = tmp_path / "crash.py"
+        crashing.write_text("raise RuntimeError('client bug')\n")
+        monkeypatch.setattr(_guard, "GUARD_CLIENT", crashing)
+        assert (await _ask(guard_command(policy, env=env) or "", benign))[0] == 2
+        monkeypatch.undo()
+    finally:
+        await broker.aclose()
+    code, err, _ = await _ask(command, benign)  # the turn is over: nobody answers
+    assert code == 2 and "the guard failed" in err
+
+    # a server that takes the call and never answers: the wrapper's timeout denies
+    hung: list[asyncio.StreamWriter] = []
+
+    async def hang(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hung.append(writer)
+
+    path = str(tmp_path / "hang.sock")
+    server = await asyncio.start_unix_server(hang, path=path)
+    monkeypatch.setattr("harness_run.harness._policy.GUARD_TIMEOUT_S", 1.0)
+    hanging = guard_command(policy, env={GUARD_SOCKET_ENV: path, GUARD_TOKEN_ENV: "hrk-x"}) or ""
+    code, _, took = await _ask(hanging, benign)
+    assert code == 2 and took < 10
+    server.close()
+    for writer in hung:
+        writer.close()
 
 
 # --- refusals -------------------------------------------------------------------------------
@@ -253,6 +336,7 @@ async def test_a_crashing_guard_denies_on_the_real_cli(
     crashing = tmp_path / "crash.py"
     crashing.write_text("import sys\nsys.exit(1)\n")
     monkeypatch.setattr(_guard, "GUARD_SCRIPT", crashing)
+    monkeypatch.setattr(_guard, "GUARD_CLIENT", crashing)  # the engine serves the guard: its client
     engine = make_engine(harness=harness, model=MODELS[harness])
     marker = tmp_path / "ran.txt"
     model.add(shell(f"echo ran > {marker}"), text("done"))

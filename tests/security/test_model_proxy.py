@@ -163,3 +163,41 @@ async def test_opencode_on_its_built_in_anthropic_provider_gets_only_a_turn_toke
     assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests)
     real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
     assert {r.credential_sha256 for r in asked} == {real}
+
+
+async def test_a_proxy_that_cannot_start_refuses_connections_and_stops_the_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiohttp missing or shadowed (a stray ``attr.py`` in the working directory did it): the harness
+    must not wait forever on a socket nobody serves."""
+    import importlib
+    import socket
+
+    real = importlib.import_module
+
+    def broken(name: str, package: str | None = None) -> object:
+        if name == "aiohttp.web":
+            raise ImportError("no module named 'attr'")
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    proxy = ModelProxy()
+    env = proxy.substitute(
+        "claude-code", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
+    )
+    stopped: list[str] = []
+
+    async def stop(reason: str) -> None:
+        stopped.append(reason)
+
+    proxy.on_failure = stop
+    proxy.start_soon()
+    for _ in range(500):  # poll the observable outcome (the stop), never a fixed delay
+        if stopped:
+            break
+        await asyncio.sleep(0.01)
+    assert stopped and "the model proxy could not start" in stopped[0] and "attr" in stopped[0]
+    port = int(env["ANTHROPIC_BASE_URL"].rsplit(":", 1)[1])
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    await proxy.aclose()

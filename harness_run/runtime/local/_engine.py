@@ -307,6 +307,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 hand_over=(ctx.workspace, ctx.home),
             )
             creds.on_budget(functools.partial(process.stop, "max_budget"))
+            creds.on_failure(functools.partial(process.stop, "error"))
 
             async def steer(text: str, message_id: str) -> bool:
                 payload = driver.steer(text)

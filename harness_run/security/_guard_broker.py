@@ -1,0 +1,103 @@
+"""The guard served by the engine: each tool call's verdict from a process that is already running.
+
+One :class:`GuardBroker` per turn, like the git broker: a unix socket in a 0700 directory (opened
+to the agent's uid when it runs as another one) and a random per-turn token. :meth:`substitute`
+puts both in the turn's environment, where the drivers find them and make the hook command the small
+client (``_guard_client.py``: a Python start and the built-in ``_socket``, ~15 ms) instead of the
+self-contained guard script (~35 ms: it imports ``re``/``json``/``shlex`` and compiles its rules on
+every tool call). The verdict is the same function (:func:`~harness_run.harness.decide`)
+over the same rules, run here on the engine's event loop.
+
+It fails closed: the server answers ``allow`` only when the token is the turn's and the verdict
+let the call run; a wrong token, unreadable input or a verdict that raises gets ``deny``; a server
+that is gone, hangs or drops the connection leaves the client without ``allow``, which the hook's
+wrapper turns into exit 2 (deny), as for the script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Final
+
+from harness_run.harness import GUARD_SOCKET_ENV, GUARD_TIMEOUT_S, GUARD_TOKEN_ENV, guard_rules
+from harness_run.harness import guard_decide as decide
+from harness_run.security._socket import SocketBroker
+from harness_run.spec import SecurityPolicy
+
+__all__ = ["GuardBroker"]
+
+_log = logging.getLogger("harness_run.security")
+
+_MAX_CALL: Final = 64 * 1024**2
+"""The largest tool call read (a Write of a big file carries its content); larger is denied."""
+_INLINE: Final = 256 * 1024
+"""Tool calls up to this size are judged on the event loop (well under a millisecond); larger in a
+thread, so a big file's content never stalls the turn's other work."""
+_FAILED: Final = b"deny\nharness-run denied this tool call: the guard failed, so nothing runs\n"
+
+
+class GuardBroker(SocketBroker):
+    """Answers the guard hook of one turn (see the module docstring)."""
+
+    def __init__(self, agent_uid: int | None = None) -> None:
+        """``agent_uid``: the agent runs as this other uid (the socket is opened to it)."""
+        super().__init__("hr-guard-", "hrk-", agent_uid)
+        self._rules: dict[str, Any] | None = None
+        self.allowed = 0
+        self.denied = 0
+
+    def substitute(self, policy: SecurityPolicy, env: dict[str, str]) -> dict[str, str]:
+        """``env`` naming this turn's guard server (unchanged when the policy enforces nothing)."""
+        if not policy.enforces_anything:
+            return env
+        self._rules = guard_rules(policy)
+        return {**env, GUARD_SOCKET_ENV: self.socket_path, GUARD_TOKEN_ENV: self.token}
+
+    async def start(self) -> None:
+        if self._rules is not None and self._server is None:
+            await self._listen(self._serve)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reply = _FAILED
+        try:
+            head = await asyncio.wait_for(reader.readline(), GUARD_TIMEOUT_S)
+            token, _, mode = head.decode(errors="replace").strip().partition(" ")
+            body = await asyncio.wait_for(_read_all(reader), GUARD_TIMEOUT_S)
+            rules = self._rules
+            if rules is not None and self._accepts(token):
+                text = body.decode(errors="replace")
+                shell = mode == "shell"
+                if len(body) <= _INLINE:
+                    reason = decide(rules, text, shell=shell)
+                else:
+                    reason = await asyncio.to_thread(decide, rules, text, shell=shell)
+                if reason is None:
+                    reply = b"allow\n"
+                else:
+                    reply = f"deny\nharness-run denied this tool call: {reason}\n".encode()
+        except Exception as exc:  # fail closed: whatever went wrong, the answer stays "deny"
+            _log.warning("the guard denied a tool call it could not judge (%s)", type(exc).__name__)
+        if reply == b"allow\n":
+            self.allowed += 1
+        else:
+            self.denied += 1
+        with contextlib.suppress(OSError):
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+    async def aclose(self) -> None:
+        self._rules = None
+        await self._remove()
+
+
+async def _read_all(reader: asyncio.StreamReader) -> bytes:
+    """The rest of the request (the client shuts its side when it has sent the tool call)."""
+    body = bytearray()
+    while chunk := await reader.read(65536):
+        body += chunk
+        if len(body) > _MAX_CALL:
+            raise ValueError("the tool call is larger than the guard reads")
+    return bytes(body)
