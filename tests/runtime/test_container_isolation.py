@@ -304,7 +304,8 @@ async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_then_close
             run = closing.run("long job", secrets=secrets)
             wip = setup.workdir / "sessions" / closing.session_id / "workspace" / "app" / "wip.txt"
             deadline = time.monotonic() + 120
-            while not wip.exists() and not run.done:
+            # the file is created before its line is written: kill once the content is there
+            while not (wip.exists() and wip.read_text() == "wip\n") and not run.done:
                 assert time.monotonic() < deadline, "the turn's command never started"
                 await asyncio.sleep(0.1)
             assert not run.done, run.result
