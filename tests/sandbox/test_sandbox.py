@@ -44,6 +44,17 @@ def _claims(d: Deployed, session_id: str | None = None) -> list[dict[str, Any]]:
     return kube.list(k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id} if session_id else None)
 
 
+async def _released(d: Deployed, session_id: str, within: float = 30.0) -> bool:
+    """Whether the session's claim is gone within ``within`` s: the client releases it in a task
+    of its own (an API call), so a fixed sleep raced it on a loaded machine."""
+    deadline = time.monotonic() + within
+    while _claims(d, session_id):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
 def _tool_outputs(events: list[Any]) -> str:
     return "\n".join(e.content for e in events if isinstance(e, ToolResultEvent))
 
@@ -121,8 +132,7 @@ async def test_run_then_send_resumes_on_a_new_claim(deployed: Deployed) -> None:
         first = await session.run("write the file out.txt", secrets=deployed.secrets())
         assert not first.is_error, first.error
         assert first.text == "done"
-        await asyncio.sleep(0.5)
-        assert _claims(deployed, session.session_id) == []  # auto-paused
+        assert await _released(deployed, session.session_id)  # auto-paused
         run = session.send("now read the file back", secrets=deployed.secrets())
         second = await run
         assert not second.is_error, second.error
@@ -149,8 +159,7 @@ async def test_idle_claim_is_reused_then_released(deployed: Deployed) -> None:
         ]
         out = await session.exec("cat out.txt || echo missing; echo $HOME")
         assert out.exit_code == 0
-        await asyncio.sleep(3.0)
-        assert _claims(deployed, session.session_id) == []
+        assert await _released(deployed, session.session_id)  # idle_ttl (2 s) after the exec
     finally:
         await eng.aclose()
 
@@ -220,7 +229,11 @@ async def test_interrupt_and_steer_reach_the_worker(deployed: Deployed, engine: 
             break
     steered = session.send("also mention the weather", message_id="steer-1")
     assert steered is run
-    await asyncio.sleep(0.5)
+    # the steer is posted in a task: interrupt once the worker has delivered it into the turn
+    deadline = time.monotonic() + 60
+    while not any(e.type == "user" and e.text == "also mention the weather" for e in run.events):
+        assert time.monotonic() < deadline and not run.done, "the steer was never delivered"
+        await asyncio.sleep(0.05)
     await session.interrupt()
     result = await run
     assert result.stop_reason == "interrupted"
