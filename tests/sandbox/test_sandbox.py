@@ -166,10 +166,8 @@ async def test_idle_claim_is_reused_then_released(deployed: Deployed) -> None:
 
 async def test_reattach_from_another_process(deployed: Deployed, engine: Any) -> None:
     session = engine.start_session()
-    run = session.run("take your time, then answer", secrets=deployed.secrets())
-    async for event in run:  # wait until the turn is really running in the sandbox
-        if event.type == "tool_use":
-            break
+    # the other process is made ready first: its start-up (seconds on a loaded machine) raced the
+    # turn's `sleep 6` when it started after the tool call; it re-attaches on cue instead
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "attach_proc.py"),
@@ -177,9 +175,20 @@ async def test_reattach_from_another_process(deployed: Deployed, engine: Any) ->
         deployed.store_url,
         str(deployed.kubeconfig),
         session.session_id,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    assert proc.stdin is not None and proc.stdout is not None
+    ready = await asyncio.wait_for(proc.stdout.readline(), 120)
+    assert ready.strip() == b"ready", (await proc.communicate())[1].decode()[-3000:]
+    run = session.run("take your time, then answer", secrets=deployed.secrets())
+    async for event in run:  # wait until the turn is really running in the sandbox
+        if event.type == "tool_use":
+            break
+    proc.stdin.write(b"attach\n")
+    await proc.stdin.drain()
+    proc.stdin.close()
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-3000:]
     seen = json.loads(out.decode().strip().splitlines()[-1])
