@@ -65,8 +65,10 @@ class Setup:
         return local.deploy(spec(), workdir=self.workdir, isolation="container", **{**self.options, **kwargs})
 
     def containers(self, session_id: str) -> list[Any]:
+        # ignore_removed: a container removed between docker-py's list and its inspect of each
+        # one raised NotFound here (the idle removal racing the check)
         return self.docker_client.containers.list(
-            all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}
+            all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}, ignore_removed=True
         )
 
 
@@ -372,7 +374,9 @@ async def test_a_turn_whose_client_and_worker_were_killed_is_interrupted_and_sen
         return False
 
     def kill_worker() -> None:
-        running = setup.docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={sid}"})
+        running = setup.docker_client.containers.list(
+            filters={"label": f"{LABEL_SESSION}={sid}"}, ignore_removed=True
+        )
         assert running, "the turn's container is not running"
         for container in running:
             container.kill()
