@@ -211,7 +211,8 @@ def docker_client() -> Iterator[Any]:
         yield client
     finally:
         with contextlib.suppress(Exception):
-            for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={_SESSION_ID}"}):
+            labelled = {"label": f"{TEST_LABEL}={_SESSION_ID}"}
+            for c in client.containers.list(all=True, filters=labelled, ignore_removed=True):
                 c.remove(force=True)
         client.close()
 

@@ -65,8 +65,10 @@ class Setup:
         return local.deploy(spec(), workdir=self.workdir, isolation="container", **{**self.options, **kwargs})
 
     def containers(self, session_id: str) -> list[Any]:
+        # ignore_removed: a container removed between docker-py's list and its inspect of each
+        # one raised NotFound here (the idle removal racing the check)
         return self.docker_client.containers.list(
-            all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}
+            all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}, ignore_removed=True
         )
 
 
@@ -191,7 +193,7 @@ async def test_containers_go_after_the_idle_ttl_and_on_close(setup: Setup) -> No
     try:
         session = eng.start_session()
         assert not (await session.run("just answer", secrets=model_secrets(setup.model))).is_error
-        assert await asyncio.to_thread(_gone_within, setup, session.session_id, 10.0)  # idle: removed
+        assert await asyncio.to_thread(_gone_within, setup, session.session_id, 60.0)  # idle: removed
     finally:
         eng.close()
     held = setup.deploy(idle_ttl=600)
@@ -304,7 +306,8 @@ async def test_a_new_session_on_a_branch_takes_over_an_idle_workspace_then_close
             run = closing.run("long job", secrets=secrets)
             wip = setup.workdir / "sessions" / closing.session_id / "workspace" / "app" / "wip.txt"
             deadline = time.monotonic() + 120
-            while not wip.exists() and not run.done:
+            # the file is created before its line is written: kill once the content is there
+            while not (wip.exists() and wip.read_text() == "wip\n") and not run.done:
                 assert time.monotonic() < deadline, "the turn's command never started"
                 await asyncio.sleep(0.1)
             assert not run.done, run.result
@@ -371,7 +374,9 @@ async def test_a_turn_whose_client_and_worker_were_killed_is_interrupted_and_sen
         return False
 
     def kill_worker() -> None:
-        running = setup.docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={sid}"})
+        running = setup.docker_client.containers.list(
+            filters={"label": f"{LABEL_SESSION}={sid}"}, ignore_removed=True
+        )
         assert running, "the turn's container is not running"
         for container in running:
             container.kill()

@@ -33,7 +33,9 @@ def docker_options(container_options: dict[str, Any]) -> dict[str, Any]:
 
 
 def containers(docker_client: Any, session_id: str) -> list[Any]:
-    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"})
+    return docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}, ignore_removed=True
+    )
 
 
 @pytest.mark.harness
@@ -49,7 +51,9 @@ async def test_readme_examples_run_on_the_docker_provider(
     provider = DockerProvider(workdir=tmp_path / "wd", **docker_options)
     await check_readme_example(section, provider, scripted, remote, capsys)
     client = docker_options["docker_client"]
-    left = client.containers.list(all=True, filters={"label": "harness-run.dev/engine=harnessbox"})
+    left = client.containers.list(
+        all=True, filters={"label": "harness-run.dev/engine=harnessbox"}, ignore_removed=True
+    )
     assert [c for c in left if str(tmp_path) in str(c.attrs.get("Mounts"))] == []  # kill released them
 
 

@@ -1,7 +1,8 @@
 """A second client process for the sandbox tests.
 
 python attach_proc.py attach STORE_URL KUBECONFIG SESSION_ID
-    re-attach to the session's running turn; print its events' types and result as JSON
+    print "ready" once the engine is made, then, on a line on stdin, re-attach to the session's
+    running turn; print its events' types and result as JSON
 python attach_proc.py start STORE_URL KUBECONFIG SESSION_ID MODEL_URL PROMPT
     start a turn, print "running" once its first tool call arrived, then wait (to be killed)
 """
@@ -26,6 +27,8 @@ def _engine(store_url: str, kubeconfig: str):  # type: ignore[no-untyped-def]
 
 async def attach(store_url: str, kubeconfig: str, session_id: str) -> None:
     engine = _engine(store_url, kubeconfig)
+    print("ready", flush=True)  # imports and engine take seconds on a loaded machine: not on cue
+    await asyncio.to_thread(sys.stdin.readline)
     session = engine.get_session(session_id)
     run = session.current_run
     if run is None:

@@ -40,7 +40,7 @@ RULES = [
     Rule(match="print the token", reply=Reply.shell('echo "token is $MY_TOKEN"')),
     Rule(match="take your time", reply=Reply.shell("sleep 6 && echo slept", delay=0.5)),
     Rule(match="just answer", reply=Reply.text("plain answer")),
-    Rule(match="token after a pause", reply=Reply.shell('sleep 2 && echo "token is $MY_TOKEN"')),
+    Rule(match="token after a pause", reply=Reply.shell('sleep 4 && echo "token is $MY_TOKEN"')),
     Rule(reply=Reply.text("done"), tool_result=True),
 ]
 

@@ -44,6 +44,17 @@ def _claims(d: Deployed, session_id: str | None = None) -> list[dict[str, Any]]:
     return kube.list(k8s.SANDBOX_CLAIM, {LABEL_SESSION: session_id} if session_id else None)
 
 
+async def _released(d: Deployed, session_id: str, within: float = 30.0) -> bool:
+    """Whether the session's claim is gone within ``within`` s: the client releases it in a task
+    of its own (an API call), so a fixed sleep raced it on a loaded machine."""
+    deadline = time.monotonic() + within
+    while _claims(d, session_id):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
 def _tool_outputs(events: list[Any]) -> str:
     return "\n".join(e.content for e in events if isinstance(e, ToolResultEvent))
 
@@ -121,8 +132,7 @@ async def test_run_then_send_resumes_on_a_new_claim(deployed: Deployed) -> None:
         first = await session.run("write the file out.txt", secrets=deployed.secrets())
         assert not first.is_error, first.error
         assert first.text == "done"
-        await asyncio.sleep(0.5)
-        assert _claims(deployed, session.session_id) == []  # auto-paused
+        assert await _released(deployed, session.session_id)  # auto-paused
         run = session.send("now read the file back", secrets=deployed.secrets())
         second = await run
         assert not second.is_error, second.error
@@ -149,18 +159,15 @@ async def test_idle_claim_is_reused_then_released(deployed: Deployed) -> None:
         ]
         out = await session.exec("cat out.txt || echo missing; echo $HOME")
         assert out.exit_code == 0
-        await asyncio.sleep(3.0)
-        assert _claims(deployed, session.session_id) == []
+        assert await _released(deployed, session.session_id)  # idle_ttl (2 s) after the exec
     finally:
         await eng.aclose()
 
 
 async def test_reattach_from_another_process(deployed: Deployed, engine: Any) -> None:
     session = engine.start_session()
-    run = session.run("take your time, then answer", secrets=deployed.secrets())
-    async for event in run:  # wait until the turn is really running in the sandbox
-        if event.type == "tool_use":
-            break
+    # the other process is made ready first: its start-up (seconds on a loaded machine) raced the
+    # turn's `sleep 6` when it started after the tool call; it re-attaches on cue instead
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "attach_proc.py"),
@@ -168,9 +175,20 @@ async def test_reattach_from_another_process(deployed: Deployed, engine: Any) ->
         deployed.store_url,
         str(deployed.kubeconfig),
         session.session_id,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    assert proc.stdin is not None and proc.stdout is not None
+    ready = await asyncio.wait_for(proc.stdout.readline(), 120)
+    assert ready.strip() == b"ready", (await proc.communicate())[1].decode()[-3000:]
+    run = session.run("take your time, then answer", secrets=deployed.secrets())
+    async for event in run:  # wait until the turn is really running in the sandbox
+        if event.type == "tool_use":
+            break
+    proc.stdin.write(b"attach\n")
+    await proc.stdin.drain()
+    proc.stdin.close()
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-3000:]
     seen = json.loads(out.decode().strip().splitlines()[-1])
@@ -220,7 +238,11 @@ async def test_interrupt_and_steer_reach_the_worker(deployed: Deployed, engine: 
             break
     steered = session.send("also mention the weather", message_id="steer-1")
     assert steered is run
-    await asyncio.sleep(0.5)
+    # the steer is posted in a task: interrupt once the worker has delivered it into the turn
+    deadline = time.monotonic() + 60
+    while not any(e.type == "user" and e.text == "also mention the weather" for e in run.events):
+        assert time.monotonic() < deadline and not run.done, "the steer was never delivered"
+        await asyncio.sleep(0.05)
     await session.interrupt()
     result = await run
     assert result.stop_reason == "interrupted"

@@ -159,12 +159,13 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         engine = harness_run.connect(base, api_key=key, engine="sbx-otel")
         assert engine.runtime == "server" and engine.spec.name == "sbx-otel"
         session = engine.start_session()
+        other = harness_run.connect(base, api_key=key, engine="sbx-otel")  # a second client, made
+        # before the turn: only its re-attach races the turn's command (it sleeps 4 s)
         run = session.run("echo the token after a pause", secrets=secrets)
         async for event in run:  # streamed over SSE as the worker in the sandbox makes them
             if isinstance(event, ToolUseEvent):
                 break
-        assert not run.done  # the tool call came while the turn runs (its command sleeps 2 s)
-        other = harness_run.connect(base, api_key=key, engine="sbx-otel")  # a second client
+        assert not run.done  # the tool call came while the turn runs
         again = other.get_session(session.session_id)
         assert again.current_run is not None  # re-attached to the running turn
         followed = [event async for event in again.current_run]

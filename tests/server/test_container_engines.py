@@ -62,7 +62,9 @@ async def test_a_recorded_container_engine_is_served_turns_run_in_its_container(
         session = engine.start_session()
         first = await session.run("write the file out.txt", secrets=secrets)
         assert not first.is_error, first.error
-        containers = docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={session.session_id}"})
+        containers = docker_client.containers.list(
+            filters={"label": f"{LABEL_SESSION}={session.session_id}"}, ignore_removed=True
+        )
         assert len(containers) == 1, "the turn ran in the session's own container"
         second = await session.send("read the file out.txt", secrets=secrets)
         assert not second.is_error, second.error
@@ -70,7 +72,9 @@ async def test_a_recorded_container_engine_is_served_turns_run_in_its_container(
         assert any("served-in-a-container" in o for o in outputs), outputs
         assert session.record.turns == 2
         await engine.aclose()
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={session.session_id}"})
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_SESSION}={session.session_id}"}, ignore_removed=True
+    )
     assert left == [], "stopping the server removes its containers"
 
 

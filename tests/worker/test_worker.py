@@ -6,10 +6,13 @@ graceful SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -372,15 +375,14 @@ async def test_sigterm_stops_the_running_turn_stores_it_and_exits_zero(
     sid = new_session(sqlite_url)
     async with WorkerClient(worker.url, TOKEN, unreachable_after=2) as client:
         info = await client.start_turn(turn(sid, "long one", model))
-        async for event in client.events(info.turn_id):
-            if event["type"] == "tool_use":
-                break
         streamed: list[dict[str, Any]] = []
-        reader = asyncio.ensure_future(collect(client, info.turn_id))
-        await asyncio.sleep(0.3)
-        worker.proc.send_signal(signal.SIGTERM)
+        # one stream, read on through the shutdown: a second reader started a fixed delay before the
+        # SIGTERM raced the worker closing its listener
+        async for event in client.events(info.turn_id):
+            streamed.append(event)
+            if event["type"] == "tool_use":
+                worker.proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(worker.proc.wait, 30)
-        streamed = await reader
     assert code == 0
     assert streamed[-1]["result"]["stop_reason"] == "interrupted"
     [record] = read_store(sqlite_url).list_turns(sid)
@@ -391,10 +393,15 @@ async def test_sigterm_stops_the_running_turn_stores_it_and_exits_zero(
 async def test_a_worker_that_dies_mid_turn_gives_the_client_a_clear_error(
     start_worker: WorkerFactory, sqlite_url: str, model: ScriptedModel, read_store: ReadStore
 ) -> None:
-    _marker, command = long_command(2)
+    marker, command = long_command(2)
     model.add(shell(command), text("never seen"))
     worker = start_worker(sqlite_url)
     sid = new_session(sqlite_url)
+    store = read_store(sqlite_url)
+
+    def flushed() -> bool:
+        return "tool_use" in [e.type for e in store.read_events(sid, 1)]
+
     async with WorkerClient(worker.url, TOKEN, unreachable_after=1.0) as client:
         info = await client.start_turn(turn(sid, "die now", model))
         seen: list[str] = []
@@ -403,7 +410,9 @@ async def test_a_worker_that_dies_mid_turn_gives_the_client_a_clear_error(
             async for event in client.events(info.turn_id):
                 seen.append(event["type"])
                 if event["type"] == "tool_use":
-                    await asyncio.sleep(0.6)  # a flush (every 0.25 s) has stored it
+                    # the worker flushes every 0.25 s, mid-turn: kill once that flush has stored the
+                    # event (a fixed sleep here raced it on a loaded machine)
+                    await wait_for(flushed, 20, "the worker's mid-turn flush of tool_use")
                     worker.proc.kill()  # SIGKILL: no graceful stop
 
         with pytest.raises(InfrastructureError) as caught:
@@ -414,4 +423,15 @@ async def test_a_worker_that_dies_mid_turn_gives_the_client_a_clear_error(
     # history up to the failure is in the store
     stored = [e.type for e in read_store(sqlite_url).read_events(sid, 1)]
     assert stored[:1] == ["user"] and "tool_use" in stored
-    await asyncio.sleep(2.5)  # the orphaned CLI's sleep ends; it exits on its closed pipes
+    # the orphaned CLI's sleep ends; it exits on its closed pipes
+    await wait_for(lambda: not _running(marker), 30, "the orphaned tool command to end")
+
+
+def _running(marker: str) -> bool:
+    """Whether a live process's command line contains ``marker``."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" "):
+                    return True
+    return False
