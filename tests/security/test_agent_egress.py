@@ -120,7 +120,9 @@ def image(options: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _container(docker_client: Any, session_id: str) -> Any:
-    found = docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={session_id}"})
+    found = docker_client.containers.list(
+        filters={"label": f"{LABEL_SESSION}={session_id}"}, ignore_removed=True
+    )
     assert len(found) == 1, found
     return found[0]
 
