@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if was_enabled:
             gc.enable()
+    if console and hasattr(args, "spawn_first"):  # a fresh process: `run` may spawn the harness first
+        args.spawn_first = True
     fast_exit = bool(getattr(args, "fast_exit", False))
     if fast_exit:
         gc.disable()  # until the command calls settle_memory()
