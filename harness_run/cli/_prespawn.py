@@ -35,7 +35,7 @@ from harness_run.vocab.workdir import default_workdir, resolve_workdir
 if TYPE_CHECKING:
     from harness_run.runtime.local import SpawnFirst
 
-__all__ = ["OFF_ENV", "Early", "prespawn"]
+__all__ = ["OFF_ENV", "Early", "cache_flags", "prespawn"]
 
 OFF_ENV = "HARNESS_RUN_SPAWN_FIRST"
 _REAPER = Path(__file__).resolve().parents[1] / "runtime" / "_reaper.py"
@@ -101,6 +101,11 @@ class Early:
             self.sock.close()
         if self.made and not self.kept:
             shutil.rmtree(self.made[0], ignore_errors=True)
+
+
+def cache_flags(model: str | None, secrets: Sequence[str]) -> list[str]:
+    """The ``run`` options that change the launch plan, as part of the cache key."""
+    return [f"model={model or ''}", f"secrets={','.join(sorted(set(secrets)))}"]
 
 
 async def prespawn(spec: str, prompt: str, workdir: Path | None, flags: Sequence[str]) -> Early | None:

@@ -69,9 +69,9 @@ def _run(args: argparse.Namespace) -> int:
 async def _run_async(args: argparse.Namespace, path: Path) -> int:
     early = None
     if args.spawn_first and not args.session:  # the harness first, the rest while it boots
-        from harness_run.cli._prespawn import prespawn
+        from harness_run.cli._prespawn import cache_flags, prespawn
 
-        flags = [f"model={args.model or ''}", f"secrets={','.join(sorted(set(args.secret)))}"]
+        flags = cache_flags(args.model, args.secret)
         early = await prespawn(args.spec, args.prompt, args.workdir, flags)
     try:
         from harness_run.spec import AgentSpec, TurnConfig
