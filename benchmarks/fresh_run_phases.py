@@ -51,8 +51,8 @@ def one(
         env["PYTHONPATH"] = pythonpath
     argv = [sys.executable, "-c", ENTRY, "run", str(spec), "write out.txt", "--json"]
     start = time.time()
-    done = subprocess.run(
-        argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+    done = subprocess.run(  # cwd: not the checkout, whose harness_run would shadow --baseline's
+        argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False, cwd=workdir
     )
     end = time.time()
     if done.returncode != 0:
