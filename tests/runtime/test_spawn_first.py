@@ -173,7 +173,7 @@ def test_a_changed_spec_flag_or_stale_entry_misses_and_a_corrupt_one_is_ignored(
     stale["env"]["CLAUDE_CODE_MAX_RETRIES"] = "7"
     entry.write_text(json.dumps(stale))
     code, events, stderr = cli.run()
-    assert (code, events[-1]["result"]["text"]) == (0, "done"), stderr
+    assert (code, events[-1]["result"]["text"]) == (0, "done"), (stderr, events[-1]["result"])
     assert cli.spawns() == 4  # the one spawned first, and the one launched with the validated plan
     fixed = launch_cache.load(entry)
     assert fixed is not None and fixed.env["CLAUDE_CODE_MAX_RETRIES"] == "2"

@@ -128,6 +128,8 @@ class SpawnFirst:
             _log.info("spawn first: the cached launch plan is out of date (%s); launching anew", differs)
             await kill_tree(spawned.process, grace=0.5, tag=spawned.tag)
             await release_reaper(spawned.reaper)
+            for path in driver.native_files(ctx):  # its transcript of this new session: start anew
+                path.unlink(missing_ok=True)
         if cacheable and ctx.spec.harness == "claude-code" and _nothing_to_prepare(ctx):
             entry = _entry(driver, ctx, plan, creds, forms)
             if entry is not None:
