@@ -38,12 +38,12 @@ def _wrapper(stamps: Path) -> Path:
 
 
 def one(
-    url: str, spec: Path, wrapper: Path, stamps: Path, pythonpath: str | None
+    url: str, spec: Path, wrapper: Path, stamps: Path, pythonpath: str | None, workdir: Path
 ) -> tuple[float, float, float]:
     env = {
         **os.environ,
         "HARNESS_RUN_CLAUDE_BIN": str(wrapper),
-        "HARNESS_RUN_HOME": str(scratch("wd-")),
+        "HARNESS_RUN_HOME": str(workdir),
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": "scripted-bench-key",
     }
@@ -51,8 +51,8 @@ def one(
         env["PYTHONPATH"] = pythonpath
     argv = [sys.executable, "-c", ENTRY, "run", str(spec), "write out.txt", "--json"]
     start = time.time()
-    done = subprocess.run(
-        argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+    done = subprocess.run(  # cwd: not the checkout, whose harness_run would shadow --baseline's
+        argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False, cwd=workdir
     )
     end = time.time()
     if done.returncode != 0:
@@ -72,11 +72,13 @@ def main() -> None:
     spec.write_text(f"name: bench\nharness: claude-code\nmodel: {MODEL}\n")
     variants = {"current": None} | ({"baseline": args.baseline} if args.baseline else {})
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
+    # one workdir per variant, as a user's: the warm-up round writes the launch-plan cache
+    workdirs = {name: scratch("wd-") for name in variants}
     with scripted_model() as url:
         for i in range(args.rounds + 1):
             order = list(variants) if i % 2 else list(reversed(variants))
             for name in order:
-                sample = one(url, spec, wrapper, stamps, variants[name])
+                sample = one(url, spec, wrapper, stamps, variants[name], workdirs[name])
                 if i:  # the first round warms caches
                     results[name].append(sample)
     for name, samples in results.items():

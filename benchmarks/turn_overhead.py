@@ -142,10 +142,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--opencode-rounds", type=int, default=3, help="OpenCode turns take seconds")
     parser.add_argument("--harness", action="append", choices=list(HARNESS_MODELS), help="default: all")
+    parser.add_argument(
+        "--fresh-only", action="store_true", help="only the fresh `harness-run run` line (and its RSS)"
+    )
     args = parser.parse_args()
     harnesses = list(dict.fromkeys(args.harness or HARNESS_MODELS))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "harness_run")], check=False)
     ratios: dict[str, float] = {}
+    if args.fresh_only:
+        with scripted_model() as url:
+            fbare, fours, rss_fresh = fresh_process(url, args.rounds)
+        print(f"rounds: {args.rounds} (after one warm-up), alternating")
+        report("bare claude turn (fresh-process series)", fbare)
+        report("harness-run run, fresh process", fours)
+        print(f"ratio fresh process / bare: {median(fours) / median(fbare):.3f}  (aim <= 1.3)")
+        print(f"client peak RSS, fresh `harness-run run`: {rss_fresh:.1f} MB  (aim <= 60)")
+        return
     with scripted_model() as url:
         for harness in harnesses:
             rounds = args.opencode_rounds if harness == "opencode" else args.rounds

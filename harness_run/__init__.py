@@ -1,8 +1,9 @@
 """harness-run: run coding agents (Claude Code, Codex, OpenCode) locally and on Agent Sandbox.
 
 The runtimes are submodules (``from harness_run import local``); they import their heavier
-dependencies only when used. ``Engine``, ``Session``, ``Run`` and ``RunResult`` are imported on
-first use, so ``import harness_run`` stays light.
+dependencies only when used. The spec types (``AgentSpec`` …), ``Engine``, ``Session``, ``Run`` and
+``RunResult`` are imported on first use, so ``import harness_run`` (and with it the ``harness-run``
+command's start) loads no pydantic: a fresh ``harness-run run`` can spawn the harness first.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -14,27 +15,27 @@ from harness_run.errors import (
     SpecError,
     UsageError,
 )
-from harness_run.spec import (
-    AgentSpec,
-    GitOptions,
-    McpServer,
-    Network,
-    RepoSource,
-    Resources,
-    Secret,
-    SecurityPolicy,
-    SessionConfig,
-    SkillSource,
-    SystemPrompt,
-    TurnConfig,
-    WorkspaceOptions,
-)
 from harness_run.vocab.version import __version__
 
 if TYPE_CHECKING:
     from harness_run.events import RunResult
     from harness_run.runtime import Engine, Run, Session
     from harness_run.runtime.http import connect
+    from harness_run.spec import (
+        AgentSpec,
+        GitOptions,
+        McpServer,
+        Network,
+        RepoSource,
+        Resources,
+        Secret,
+        SecurityPolicy,
+        SessionConfig,
+        SkillSource,
+        SystemPrompt,
+        TurnConfig,
+        WorkspaceOptions,
+    )
 
 # the definition
 __all__ = [
@@ -60,6 +61,24 @@ __all__ += ["HarnessRunError", "InfrastructureError", "RunError", "SpecError", "
 __all__ += ["__version__"]
 
 _LAZY = {
+    **dict.fromkeys(
+        [
+            "AgentSpec",
+            "GitOptions",
+            "McpServer",
+            "Network",
+            "RepoSource",
+            "Resources",
+            "Secret",
+            "SecurityPolicy",
+            "SessionConfig",
+            "SkillSource",
+            "SystemPrompt",
+            "TurnConfig",
+            "WorkspaceOptions",
+        ],
+        "harness_run.spec",
+    ),
     "Engine": "harness_run.runtime",
     "Run": "harness_run.runtime",
     "Session": "harness_run.runtime",

@@ -36,13 +36,14 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = _COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The argument parser of the commands in ``modules`` (default: all of them)."""
     parser = _Parser(prog="harness-run", description="Run coding agents through one API.")
     from harness_run.vocab.version import __version__
 
     parser.add_argument("--version", action="version", version=f"harness-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _COMMAND_MODULES:
+    for name in modules:
         try:
             module = import_module(f"harness_run.cli.{name}")
         except ModuleNotFoundError as exc:  # a command module not written yet
@@ -60,11 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        # `run` needs only its own module: the other commands' imports are not on a turn's start
+        parser = build_parser(("_run",) if words[:1] == ["run"] else _COMMAND_MODULES)
+        args = parser.parse_args(words)
     finally:
         if was_enabled:
             gc.enable()
+    if console and hasattr(args, "spawn_first"):  # a fresh process: `run` may spawn the harness first
+        args.spawn_first = True
     fast_exit = bool(getattr(args, "fast_exit", False))
     if fast_exit:
         gc.disable()  # until the command calls settle_memory()

@@ -7,10 +7,13 @@ import asyncio
 import gc
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness_run.cli._options import add_workdir, secrets_from_env, settle_memory
 from harness_run.errors import UsageError
+
+if TYPE_CHECKING:
+    from harness_run.cli._prespawn import Early
 
 __all__ = ["register"]
 
@@ -41,7 +44,7 @@ def register(sub: Any) -> None:
     run.add_argument("--model", help="override the model for this turn")
     run.add_argument("--json", action="store_true", help="print events as JSON lines")
     add_workdir(run)
-    run.set_defaults(func=_run, fast_exit=True)
+    run.set_defaults(func=_run, fast_exit=True, spawn_first=False)  # main(): True from the console
 
     demo = sub.add_parser(
         "demo",
@@ -57,34 +60,62 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness_run.spec import AgentSpec, TurnConfig
-
     path = Path(args.spec)
     if not path.is_file():
         raise UsageError(f"spec file {args.spec!r} not found; give the path of a YAML or JSON spec")
-    spec = AgentSpec.from_yaml(path)
-    config = TurnConfig(model=args.model) if args.model else None
-    from harness_run.vocab import telemetry
+    return asyncio.run(_run_async(args, path))
 
-    if not telemetry.configure_from_env("harness-run"):  # only with the otel extra and OTEL_* set
-        return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
-    try:  # the turn's spans under one root span, flushed before the fast exit
-        with telemetry.span("harness-run run", engine=spec.name):
-            return asyncio.run(_turn(spec, args.prompt, secrets_from_env(args.secret), config, args))
+
+async def _run_async(args: argparse.Namespace, path: Path) -> int:
+    early = None
+    if args.spawn_first and not args.session:  # the harness first, the rest while it boots
+        from harness_run.cli._prespawn import cache_flags, prespawn
+
+        flags = cache_flags(args.model, args.secret)
+        early = await prespawn(args.spec, args.prompt, args.workdir, flags)
+    try:
+        from harness_run.spec import AgentSpec, TurnConfig
+
+        spec = AgentSpec.from_yaml(path)
+        config = TurnConfig(model=args.model) if args.model else None
+        secrets = secrets_from_env(args.secret)
+        from harness_run.vocab import telemetry
+
+        if not telemetry.configure_from_env("harness-run"):  # only with the otel extra and OTEL_* set
+            return await _turn(spec, args.prompt, secrets, config, args, early)
+        try:  # the turn's spans under one root span, flushed before the fast exit
+            with telemetry.span("harness-run run", engine=spec.name):
+                return await _turn(spec, args.prompt, secrets, config, args, early)
+        finally:
+            telemetry.shutdown()
     finally:
-        telemetry.shutdown()
+        if early is not None:
+            await early.discard()
 
 
 async def _turn(
-    spec: Any, prompt: str, secrets: dict[str, str], config: Any, args: argparse.Namespace
+    spec: Any,
+    prompt: str,
+    secrets: dict[str, str],
+    config: Any,
+    args: argparse.Namespace,
+    early: Early | None = None,
 ) -> int:
     from harness_run import local
     from harness_run.cli._view import EventView
+    from harness_run.runtime.local import LocalEngine
 
     view = EventView(as_json=args.json)
     engine = local.deploy(spec, workdir=args.workdir)
     try:
-        session = engine.get_session(args.session) if args.session else engine.start_session()
+        if args.session:
+            session = engine.get_session(args.session)
+        else:
+            if early is not None and isinstance(engine, LocalEngine):
+                engine.spawn_first(early.spawn_first())
+            session = engine.start_session(session_id=early.session_id if early is not None else None)
+            if early is not None:
+                early.kept = True  # the session's directories are the session's now
         run = session.run(prompt, secrets=secrets, config=config)
         async for event in run:
             if not gc.isenabled():  # the CLI is running: start-up's objects are for keeps

@@ -5,7 +5,7 @@ engine is an :class:`Engine`."""
 
 from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime._engine import Engine
-from harness_run.runtime._process import kill_tree
+from harness_run.runtime._process import Spawned, kill_tree
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
 from harness_run.runtime._transcript import Transcript, TranscriptEntry, load_transcript
@@ -18,6 +18,7 @@ __all__ = [
     "Run",
     "RunStatus",
     "Session",
+    "Spawned",
     "Transcript",
     "TranscriptEntry",
     "WorkspaceLock",

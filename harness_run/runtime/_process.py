@@ -18,20 +18,37 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness_run.errors import HarnessNotFoundError
 from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
 from harness_run.harness import LaunchPlan, LineParser
 from harness_run.runtime._agent_user import AgentUser
+from harness_run.vocab.launch_cache import READ_LIMIT, TURN_ENV
 
-__all__ = ["TurnProcess", "descendants", "kill_tree"]
+__all__ = ["Spawned", "TurnProcess", "descendants", "kill_tree"]
 
 _STDERR_LINES = 40
 _REAPER = Path(__file__).with_name("_reaper.py")
 _HAS_PROC = os.path.isdir("/proc/self")
-_READ_LIMIT = 64 * 1024 * 1024  # stream-json lines carry whole tool outputs
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    """A harness process started before its turn's :class:`TurnProcess` existed (``harness-run run``
+    spawns first, see ``runtime/local/_spawn_first.py``), which the turn adopts instead of spawning.
+
+    ``plan`` is what it was started with: its config files written, ``plan.stdin`` already on its
+    stdin (closed unless ``plan.keep_stdin_open``), ``plan.env`` without the turn tag."""
+
+    process: asyncio.subprocess.Process
+    reaper: asyncio.subprocess.Process | None
+    tag: str
+    """``HARNESS_RUN_TURN=<hex>``: in the environment of the process and its descendants."""
+    plan: LaunchPlan
+    cwd: Path
 
 
 def boot_ticks() -> int:
@@ -93,7 +110,7 @@ async def start_reaper(
     if not _HAS_PROC:
         return None
     # as the agent, nothing of this process's environment: the agent can read the reaper's
-    env = {} if user is not None else {k: v for k, v in os.environ.items() if k != "HARNESS_RUN_TURN"}
+    env = {} if user is not None else {k: v for k, v in os.environ.items() if k != TURN_ENV}
     try:
         return await asyncio.create_subprocess_exec(
             sys.executable,
@@ -222,8 +239,11 @@ class TurnProcess:
         on_spawn: Callable[[], None] | None = None,
         user: AgentUser | None = None,
         hand_over: tuple[Path, ...] = (),
+        spawned: Spawned | None = None,
     ) -> None:
+        """``spawned``: the turn's process, already running (started with ``plan``): adopted."""
         self._plan = plan
+        self._spawned = spawned
         self._user = user
         self._hand_over = hand_over
         """With ``user``: the trees the agent gets (workspace, home) before the CLI starts."""
@@ -236,7 +256,7 @@ class TurnProcess:
         self._stop_note: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
-        self._tag = f"HARNESS_RUN_TURN={uuid.uuid4().hex}"
+        self._tag = spawned.tag if spawned is not None else f"{TURN_ENV}={uuid.uuid4().hex}"
         """In the environment of the CLI and (inherited) its tool commands: found again at kill time."""
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
@@ -244,30 +264,11 @@ class TurnProcess:
         """:func:`boot_ticks` a second before the CLI was spawned: the turn's processes start later."""
 
     async def run(self) -> RunResult:
-        for path, text in self._plan.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            if text.startswith("#!"):
-                path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
-        user = self._user
-        if user is not None:
-            await asyncio.to_thread(user.hand_over, *self._hand_over)
-        self._since = boot_ticks() - _CLOCK_TICKS
-        try:
-            self._proc = proc = await asyncio.create_subprocess_exec(
-                *self._plan.argv,
-                cwd=self._cwd,
-                env={**self._plan.env, "HARNESS_RUN_TURN": self._tag.split("=", 1)[1]},
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=_READ_LIMIT,
-                **(user.spawn_kwargs() if user is not None else {}),
-            )
-        except FileNotFoundError as exc:
-            raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
-        reaper = await start_reaper(proc.pid, self._tag, user)
+        if self._spawned is not None:
+            proc, reaper = self._spawned.process, self._spawned.reaper
+            self._proc = proc
+        else:
+            proc, reaper = await self._spawn()
         if self._on_spawn is not None:
             self._on_spawn()  # e.g. one-time warm-up, hidden behind the CLI's own start-up
         try:
@@ -286,10 +287,36 @@ class TurnProcess:
             if proc.returncode is None or self._stop_reason:
                 await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
             else:  # exited (or was killed): still reap what it left, by group and by the turn's tag
-                left = descendants(proc.pid, self._tag, self._since)
+                left = descendants(proc.pid, self._tag, self._since)  # an adopted process: since 0
                 _signal_all(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
-            await asyncio.shield(release_reaper(reaper, sweep=user is not None))
+            await asyncio.shield(release_reaper(reaper, sweep=self._user is not None))
         return self._result(proc.returncode)
+
+    async def _spawn(self) -> tuple[asyncio.subprocess.Process, asyncio.subprocess.Process | None]:
+        for path, text in self._plan.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if text.startswith("#!"):
+                path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
+        user = self._user
+        if user is not None:
+            await asyncio.to_thread(user.hand_over, *self._hand_over)
+        self._since = boot_ticks() - _CLOCK_TICKS
+        try:
+            self._proc = proc = await asyncio.create_subprocess_exec(
+                *self._plan.argv,
+                cwd=self._cwd,
+                env={**self._plan.env, TURN_ENV: self._tag.split("=", 1)[1]},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=READ_LIMIT,
+                **(user.spawn_kwargs() if user is not None else {}),
+            )
+        except FileNotFoundError as exc:
+            raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
+        return proc, await start_reaper(proc.pid, self._tag, user)
 
     def _result(self, exit_code: int | None) -> RunResult:
         result = self._parser.finish(exit_code, "".join(self._stderr))
@@ -318,12 +345,16 @@ class TurnProcess:
         assert proc.stdout is not None
         assert proc.stderr is not None
         stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
-        if self._plan.stdin:
-            proc.stdin.write(self._plan.stdin)
+        if self._spawned is not None:  # its stdin was written (and closed if need be) at its spawn
             with contextlib.suppress(ConnectionError):
                 await proc.stdin.drain()
-        if not self._plan.keep_stdin_open:
-            proc.stdin.close()
+        else:
+            if self._plan.stdin:
+                proc.stdin.write(self._plan.stdin)
+                with contextlib.suppress(ConnectionError):
+                    await proc.stdin.drain()
+            if not self._plan.keep_stdin_open:
+                proc.stdin.close()
         while True:
             try:
                 line = await proc.stdout.readline()

@@ -173,10 +173,19 @@ class _ProxyRefusal(Exception):
 class ModelProxy:
     """A loopback HTTP proxy for one turn's model requests (see the module docstring)."""
 
-    def __init__(self, budget: float | None = None, model: str = "") -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(128)
+    SERVER_MODULES: Final = ("aiohttp.web",)
+    """What serving imports (a spawn-first ``harness-run run`` imports it while the harness boots)."""
+
+    def __init__(
+        self, budget: float | None = None, model: str = "", *, sock: socket.socket | None = None
+    ) -> None:
+        """``sock``: a listening 127.0.0.1 socket to serve on, bound earlier (a harness spawned
+        before this proxy existed is already connecting to it; see :meth:`rekey`)."""
+        if sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(128)
+        self._sock = sock
         self._sock.setblocking(False)
         self.port: int = self._sock.getsockname()[1]
         self._routes: dict[str, _Route] = {}
@@ -283,6 +292,11 @@ class ModelProxy:
         self._routes[token] = _Route(f"{scheme}://{netloc}", headers, google)
         return token
 
+    def rekey(self, tokens: Mapping[str, str]) -> None:
+        """Each route named by a key of ``tokens`` answers to its value instead (the tokens a harness
+        spawned before this proxy existed was given); call before :meth:`start`."""
+        self._routes = {tokens.get(token, token): route for token, route in self._routes.items()}
+
     def mcp_route(self, url: str, headers: Mapping[str, str]) -> str:
         """The proxy's URL for a remote MCP server: requests to it go to ``url`` with ``headers``
         (the server's secret headers) added; the path carries a per-turn token."""
@@ -294,7 +308,8 @@ class ModelProxy:
         """Serve (only needed when :meth:`substitute` or :meth:`mcp_route` registered a route)."""
         if self._runner is not None or not (self._routes or self._mcp):
             return
-        await asyncio.to_thread(importlib.import_module, "aiohttp.web")  # ~0.4 s once, off the loop
+        for module in self.SERVER_MODULES:  # ~0.4 s once, off the loop
+            await asyncio.to_thread(importlib.import_module, module)
         import aiohttp
         from aiohttp import web
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 
 from harness_run.events import RunResult
@@ -33,8 +34,18 @@ class TurnCredentials:
     :meth:`settle` puts the metered figures into the turn's result.
     ``agent_uid``: the harness runs as this other uid (the brokers' sockets are opened to it)."""
 
-    def __init__(self, budget: float | None = None, model: str = "", *, agent_uid: int | None = None) -> None:
-        self.proxy = ModelProxy(budget, model) if proxy_enabled() else None
+    def __init__(
+        self,
+        budget: float | None = None,
+        model: str = "",
+        *,
+        agent_uid: int | None = None,
+        proxy_socket: socket.socket | None = None,
+    ) -> None:
+        """``proxy_socket``: the proxy's listening socket, bound before the turn (spawn first)."""
+        self.proxy = ModelProxy(budget, model, sock=proxy_socket) if proxy_enabled() else None
+        if self.proxy is None and proxy_socket is not None:
+            proxy_socket.close()
         self.git = GitBroker(agent_uid)
         self.mcp = McpBroker(agent_uid)
         self.guard = GuardBroker(agent_uid)

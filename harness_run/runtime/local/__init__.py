@@ -18,6 +18,7 @@ from harness_run.runtime.local._prune import (
     prune_workspaces,
     workspace_ttl,
 )
+from harness_run.runtime.local._spawn_first import SpawnFirst
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, resolve_workdir
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "IdleWorkspace",
     "LocalEngine",
     "SessionPaths",
+    "SpawnFirst",
     "TurnEnv",
     "Workspaces",
     "check_host_egress",

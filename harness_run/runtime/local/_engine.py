@@ -6,7 +6,6 @@ import asyncio
 import functools
 import hashlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -32,6 +31,7 @@ from harness_run.runtime.local._git import Delivery, deliver
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
 from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
 from harness_run.runtime.local._settings import turn_settings
+from harness_run.runtime.local._spawn_first import SpawnFirst, warm_up
 from harness_run.runtime.local._steps import WorkspaceSteps
 from harness_run.runtime.local._workspace import (
     SessionPaths,
@@ -53,6 +53,7 @@ from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteS
 from harness_run.vocab import telemetry
 from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
+from harness_run.vocab.workdir import default_workdir
 
 __all__ = ["LocalEngine", "TurnEnv", "default_workdir", "spec_version", "turn_settings"]
 
@@ -60,36 +61,10 @@ TurnEnv = Callable[[AgentSpec, Mapping[str, str]], Mapping[str, str]]
 """Extra variables for a turn's process, from its effective spec and secrets (the worker's Vertex mode)."""
 
 
-def default_workdir() -> Path:
-    if os.environ.get("HARNESS_RUN_HOME"):
-        return Path(os.environ["HARNESS_RUN_HOME"])
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "harness-run"
-
-
 def spec_version(spec: AgentSpec) -> str:
     """The local engine version: a digest of the spec and the library version."""
     body = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(f"{__version__}\n{body}".encode()).hexdigest()[:12]
-
-
-@functools.cache
-def _warm_up() -> None:
-    """Build the pydantic schemas used after a turn while the first CLI boots (~0.5 s; once)."""
-    from harness_run import events
-
-    for model in (
-        events.RunResult,
-        events.ResultEvent,
-        events.MessageEvent,
-        events.StartedEvent,
-        events.ToolUseEvent,
-        events.ToolResultEvent,
-        events.UserEvent,
-        SessionRecord,
-        TurnRecord,
-    ):
-        model.model_rebuild(force=True)
 
 
 class LocalEngine(WorkspaceSteps, EngineBase):
@@ -141,12 +116,18 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self._keepers: dict[str, LeaseKeeper] = {}  # running turns: lease holder -> its keeper
         self._unstored: dict[tuple[str, int], str] = {}
         """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
+        self._first: SpawnFirst | None = None
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
 
     def __repr__(self) -> str:
         return f"<LocalEngine {self.name} version={self.version} workdir={self.workdir}>"
+
+    def spawn_first(self, link: SpawnFirst) -> None:
+        """``harness-run run``'s link for the session it starts next: the harness it spawned from
+        the launch-plan cache, to adopt or stop; the cache entry to write (``_spawn_first.py``)."""
+        self._first = link
 
     # --- sessions -----------------------------------------------------------------------------
 
@@ -249,7 +230,10 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
         user = self._workspaces.user_for(paths)
         creds = TurnCredentials(  # metered, budget enforced; sockets opened to the agent's uid
-            plan.spec.max_budget_usd, plan.spec.model, agent_uid=user.uid if user is not None else None
+            plan.spec.max_budget_usd,
+            plan.spec.model,
+            agent_uid=user.uid if user is not None else None,
+            proxy_socket=self._first.proxy_socket(session.session_id) if self._first else None,
         )
         try:
             return await self._locked_turn(session, run, plan, keeper, lock, creds)
@@ -296,16 +280,23 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             with telemetry.span("harness_run.setup", session=record.session_id, turn=run.turn):
                 ctx = await self._prepare(record, run, plan, secrets, emit, driver, creds)
             user = self._workspaces.user_for(self._paths(record.session_id, record.config))
+            launch, spawned = driver.launch(ctx), None
+            if self._first is not None:  # adopt the harness `harness-run run` spawned, or cache this plan
+                plain = user is None and self._turn_env is None and run.turn == 1
+                forms = secret_forms(values)
+                spawned = await self._first.launch(driver, ctx, launch, creds, forms, cacheable=plain)
             process = TurnProcess(
-                driver.launch(ctx),
+                launch,
                 driver.parser(ctx),
                 ctx.workspace,
                 emit,
                 spec.timeout,
-                on_spawn=_warm_up,
+                on_spawn=None if spawned else warm_up,  # adopted: the harness is already working
                 user=user,
                 hand_over=(ctx.workspace, ctx.home),
+                spawned=spawned,
             )
+            await creds.start()  # after the adoption: the proxy never serves a process that was stopped
             creds.on_budget(functools.partial(process.stop, "max_budget"))
             creds.on_failure(functools.partial(process.stop, "error"))
 
@@ -352,7 +343,6 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         env = agent_env(spec, secrets, home=str(paths.home), path_prefix=[str(bin_dir)] if bin_dir else [])
         if creds is not None:  # keys stay here; the harness gets the proxy, the git helper, turn tokens
             env = creds.apply(spec, secrets, env)
-            await creds.start()
         ctx = TurnContext(
             spec=creds.launch_spec(spec) if creds is not None else spec,
             prompt=run.prompt,
@@ -367,8 +357,15 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             binary=self.binaries.get(spec.harness),
         )
         await self._restore_native(record, driver, ctx)
-        # a transcript from a turn whose owner died unrecorded (a worker killed in turn 1): go on from it
-        return ctx if ctx.resume or not driver.native_files(ctx) else replace(ctx, resume=True)
+        # a transcript from a turn whose owner died unrecorded (a worker killed in turn 1): go on from
+        # it — unless it is this turn's own, by the harness `harness-run run` spawned first
+        if (
+            ctx.resume
+            or not driver.native_files(ctx)
+            or (self._first and self._first.spawned(ctx.session_id))
+        ):
+            return ctx
+        return replace(ctx, resume=True)
 
     async def _finish(
         self,

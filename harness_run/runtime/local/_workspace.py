@@ -22,6 +22,7 @@ from harness_run.errors import BuildError, RunError, redact
 from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime.local._git import branch_exists
 from harness_run.spec import AgentSpec, GitRepo
+from harness_run.vocab.workdir import resolve_workdir
 
 if TYPE_CHECKING:
     from harness_run.compiler import StagedFile
@@ -29,21 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["SessionPaths", "Workspaces", "resolve_workdir"]
 
 Progress = Callable[[str, str], None]
-
-
-def resolve_workdir(workdir: str | Path) -> Path:
-    """``workdir`` as an absolute path (``~`` expanded, relative to the current directory): every
-    harness runs in another directory, so a relative path would point elsewhere for it. Raises
-    UsageError when it cannot be a directory."""
-    from harness_run.errors import UsageError
-
-    text = str(workdir)
-    if not text.strip() or "\0" in text:
-        raise UsageError(f"workdir {text!r} is not a usable path; pass a directory (e.g. workdir='./runs')")
-    path = Path(text).expanduser().resolve()
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"workdir {path} is a file, not a directory; pass a directory for the store")
-    return path
 
 
 class SessionPaths:

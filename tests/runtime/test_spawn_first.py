@@ -1,0 +1,225 @@
+"""Spawn first: a fresh ``harness-run run`` starts ``claude`` from the workdir's launch-plan cache
+before it imports pydantic, and the local engine adopts it once the spec is validated and the plans
+agree. Driven as a user runs it — the console script in fresh processes, the real ``claude`` (through
+a wrapper that logs each start) against the scripted model — and read back from the cache directory,
+the store and ``/proc``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_run.cli._prespawn import cache_flags
+from harness_run.harness.claude_code import ClaudeCodeDriver
+from harness_run.store import SqliteStore
+from harness_run.testing import ScriptedModel, shell, text
+from harness_run.vocab import launch_cache
+
+from ._helpers import processes_with
+
+EXE = str(Path(sys.executable).parent / "harness-run")
+SPEC = "name: sf\nharness: claude-code\nmodel: claude-sonnet-4-6\nsecrets: [DEPLOY_TOKEN]\n"
+KEY_CANARY = "sk-canary-key-7Hq2x9"
+TOKEN_CANARY = "deploy-canary-Zr41mQ"
+
+pytestmark = pytest.mark.harness
+
+
+class Cli:
+    """``harness-run run`` in fresh processes on one workdir; ``claude`` is a wrapper that appends
+    its pid to ``starts`` (and, while ``hang`` exists, sleeps instead of running ``claude``)."""
+
+    def __init__(self, model: ScriptedModel, root: Path) -> None:
+        self.root = root
+        self.workdir = root / "wd"
+        self.spec = root / "spec.yaml"
+        self.spec.write_text(SPEC)
+        self.starts = root / "starts"
+        self.hang = root / "hang"
+        wrapper = root / "claude"
+        wrapper.write_text(
+            f"#!/bin/sh\necho $$ >> {self.starts}\n"
+            f"[ -e {self.hang} ] && exec sleep 600\n"
+            f'exec {ClaudeCodeDriver().locate()} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        self.env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": model.url,
+            "ANTHROPIC_API_KEY": KEY_CANARY,
+            "DEPLOY_TOKEN": TOKEN_CANARY,
+            "HARNESS_RUN_HOME": str(self.workdir),
+            "HARNESS_RUN_CLAUDE_BIN": str(wrapper),
+        }
+        self.env.pop(launch_cache.TURN_ENV, None)
+
+    def run(self, *args: str, drop: str | None = None) -> tuple[int, list[dict[str, Any]], str]:
+        env = {k: v for k, v in self.env.items() if k != drop}
+        done = subprocess.run(
+            [EXE, "run", str(self.spec), "do it", "--json", "--secret", "DEPLOY_TOKEN", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        return done.returncode, events, done.stderr
+
+    def spawns(self) -> int:
+        return len(self.starts.read_text().split()) if self.starts.exists() else 0
+
+    def entries(self) -> dict[str, os.stat_result]:
+        folder = self.workdir / "launch-cache"
+        return {p.name: p.stat() for p in folder.glob("*.json")} if folder.is_dir() else {}
+
+    def sessions(self) -> list[str]:
+        folder = self.workdir / "sessions"
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def _normal(events: list[dict[str, Any]]) -> list[Any]:
+    """The events without what differs from run to run (ids, times, the session id); text deltas
+    joined per message (how the stream was cut is not the turn's)."""
+    sid = events[-1]["result"]["session_id"]
+    out: list[Any] = []
+    for event in events:
+        if event["type"] == "delta":
+            continue
+        event = {k: v for k, v in event.items() if k not in ("ts", "message_id", "tool_use_id", "raw")}
+        if event["type"] == "result":
+            event["result"] = {
+                k: v for k, v in event["result"].items() if k not in ("duration_s", "resources")
+            }
+        out.append(json.loads(json.dumps(event).replace(sid, "SID")))
+    deltas = "".join(e["text"] for e in events if e["type"] == "delta")
+    return [out, deltas]
+
+
+def _history(workdir: Path, session_id: str) -> list[Any]:
+    store = SqliteStore(workdir)
+    try:
+        turns = [
+            t.model_dump(mode="json", exclude={"started_at", "result"}) for t in store.list_turns(session_id)
+        ]
+        events = [e.model_dump(mode="json") for e in store.read_events(session_id)]
+    finally:
+        store.close()
+    return [json.loads(json.dumps(turns).replace(session_id, "SID")), _normal(events)]
+
+
+def test_a_cached_plan_spawns_claude_first_and_the_turn_is_the_same(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    cli = Cli(model, tmp_path)
+    for _ in range(2):  # the same turn twice: a tool that reads the per-run secret, then the answer
+        model.add(shell('echo "$DEPLOY_TOKEN" > token.txt'), text("done"))
+
+    code, first, stderr = cli.run()  # a miss: launched normally, the entry written
+    assert code == 0, stderr
+    (entry,) = cli.entries()
+    assert cli.spawns() == 1
+    before = cli.entries()[entry]
+
+    code, second, stderr = cli.run()  # a hit: claude spawned from the entry, then adopted
+    assert code == 0, stderr
+    assert cli.spawns() == 2  # one process for the turn: nothing was stopped and launched again
+    after = cli.entries()[entry]
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+
+    assert second[-1]["result"]["is_error"] is False
+    assert _normal(second) == _normal(first)
+    one, two = (e[-1]["result"]["session_id"] for e in (first, second))
+    assert cli.sessions() == sorted([one, two])
+    assert _history(cli.workdir, two) == _history(cli.workdir, one)
+    # the secret reached the agent by name, from this run's environment
+    assert (cli.workdir / "sessions" / two / "workspace" / "token.txt").read_text().strip() == TOKEN_CANARY
+
+    # the cache holds no secret value, in any form the redaction knows
+    cache = b"".join(p.read_bytes() for p in (cli.workdir / "launch-cache").iterdir())
+    for canary in (KEY_CANARY, TOKEN_CANARY):
+        for form in (canary, base64.b64encode(f"x-access-token:{canary}".encode()).decode()):
+            assert form.encode() not in cache
+    assert b"DEPLOY_TOKEN" in cache  # its name is
+
+
+def test_a_changed_spec_flag_or_stale_entry_misses_and_a_corrupt_one_is_ignored(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    cli = Cli(model, tmp_path)
+    for _ in range(5):
+        model.add(text("done"))
+    code, _, stderr = cli.run()
+    assert code == 0, stderr
+    (name,) = cli.entries()
+    entry = cli.workdir / "launch-cache" / name
+
+    entry.write_text('{"format": 1, "argv": [')  # corrupt: ignored, the turn launched normally
+    code, events, stderr = cli.run()
+    assert (code, events[-1]["result"]["text"]) == (0, "done"), stderr
+    assert "Traceback" not in stderr
+    assert cli.spawns() == 2
+    assert launch_cache.load(entry) is not None  # written again
+
+    stale = json.loads(entry.read_text())  # out of date (as after a library change): stopped, relaunched
+    stale["env"]["CLAUDE_CODE_MAX_RETRIES"] = "7"
+    entry.write_text(json.dumps(stale))
+    code, events, stderr = cli.run()
+    assert (code, events[-1]["result"]["text"]) == (0, "done"), (stderr, events[-1]["result"])
+    assert cli.spawns() == 4  # the one spawned first, and the one launched with the validated plan
+    fixed = launch_cache.load(entry)
+    assert fixed is not None and fixed.env["CLAUDE_CODE_MAX_RETRIES"] == "2"
+    assert not processes_with(str(cli.workdir))
+
+    code, _, stderr = cli.run("--model", "claude-opus-4-1")  # another flag: another entry
+    assert code == 0, stderr
+    assert len(cli.entries()) == 2 and cli.spawns() == 5
+    cli.spec.write_text(SPEC + "env: {EXTRA: '1'}\n")  # another spec: another entry
+    code, _, stderr = cli.run()
+    assert code == 0, stderr
+    assert len(cli.entries()) == 3 and cli.spawns() == 6
+
+
+def _alive(pid: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_a_spec_that_fails_validation_after_the_spawn_leaves_no_process(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    cli = Cli(model, tmp_path)
+    model.add(text("done"))
+    code, _, stderr = cli.run()
+    assert code == 0, stderr
+    (name,) = cli.entries()
+    sessions = cli.sessions()
+    cli.hang.touch()  # from now on a "claude" spawned first sleeps for 10 minutes instead
+
+    # a variable the entry names is not set: no spawn, and the usual error
+    code, _, stderr = cli.run(drop="DEPLOY_TOKEN")
+    assert code == 2 and "--secret DEPLOY_TOKEN" in stderr and "Traceback" not in stderr, stderr
+    assert cli.spawns() == 1
+
+    # a spec this library refuses, with an entry (as one an earlier library could have written)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SPEC + "max_turns: -3\n")
+    key = launch_cache.cache_key(bad.resolve(), bad.read_bytes(), cache_flags(None, ["DEPLOY_TOKEN"]))
+    launch_cache.entry_path(cli.workdir, key).write_bytes((cli.workdir / "launch-cache" / name).read_bytes())
+    cli.spec = bad
+    code, _, stderr = cli.run()
+    assert code == 2 and "max_turns" in stderr and "Traceback" not in stderr, stderr
+    assert cli.spawns() == 2  # it was spawned, then stopped: gone, with the session directory it had
+    assert not _alive(cli.starts.read_text().split()[-1])
+    assert cli.sessions() == sessions
