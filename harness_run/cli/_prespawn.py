@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness_run.vocab import launch_cache
-from harness_run.vocab.launch_cache import PROMPT, PROXY, READ_LIMIT, SESSION, TURN_ENV, Resolved
+from harness_run.vocab.launch_cache import (
+    GUARD_SOCKET,
+    GUARD_TOKEN,
+    PROMPT,
+    PROXY,
+    READ_LIMIT,
+    SESSION,
+    TURN_ENV,
+    Resolved,
+)
 from harness_run.vocab.workdir import default_workdir, resolve_workdir
 
 if TYPE_CHECKING:
@@ -52,6 +61,8 @@ class Early:
     tag: str = ""
     sock: socket.socket | None = None
     tokens: tuple[str, ...] = ()
+    guard: tuple[str, str] | None = None
+    """The guard server's socket path (in a 0700 directory made here) and token, for the engine's."""
     plan: Resolved | None = None
     keep_stdin_open: bool = False
     made: list[Path] = field(default_factory=list[Path])
@@ -76,7 +87,7 @@ class Early:
                 files={Path(p): t for p, t in self.plan.files.items()},
             )
             spawned = Spawned(self.process, self.reaper, self.tag, plan, Path(self.plan.cwd))
-        self.link = SpawnFirst(self.session_id, self.cache_file, spawned, self.sock, self.tokens)
+        self.link = SpawnFirst(self.session_id, self.cache_file, spawned, self.sock, self.tokens, self.guard)
         return self.link
 
     async def discard(self) -> None:
@@ -97,10 +108,13 @@ class Early:
                     await asyncio.wait_for(reaper.wait(), 2.0)
         if self.sock is not None:  # (the turn's proxy, if it took it over, has closed it already)
             self.sock.close()
-        if self.made and not self.kept:
+        if (self.made and not self.kept) or self.guard is not None:
             import shutil
 
-            shutil.rmtree(self.made[0], ignore_errors=True)
+            if self.made and not self.kept:
+                shutil.rmtree(self.made[0], ignore_errors=True)
+            if self.guard is not None:  # (the turn's guard server, if it took it over, removed it)
+                shutil.rmtree(os.path.dirname(self.guard[0]), ignore_errors=True)
 
 
 def cache_flags(model: str | None, secrets: Sequence[str]) -> list[str]:
@@ -149,10 +163,13 @@ def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         values[PROXY] = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    early.tokens = tuple(
-        "hrp-" + base64.urlsafe_b64encode(os.urandom(24)).rstrip(b"=").decode() for _ in range(entry.tokens)
-    )
+    early.tokens = tuple("hrp-" + _urlsafe(24) for _ in range(entry.tokens))
     values.update({launch_cache.token(i): t for i, t in enumerate(early.tokens)})
+    if entry.guard:  # what the guard broker makes: a private directory for its socket, a token
+        folder = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"hr-guard-{os.urandom(6).hex()}")
+        os.mkdir(folder, 0o700)
+        early.guard = (os.path.join(folder, "s"), "hrk-" + _urlsafe(24))
+        values[GUARD_SOCKET], values[GUARD_TOKEN] = early.guard
     early.plan = plan = entry.resolve(values, os.environ)
     if plan is None:
         return False
@@ -194,6 +211,11 @@ async def _spawn(early: Early, entry: launch_cache.LaunchEntry) -> None:
     early.reaper = await _reaper(process.pid, early.tag)
     for module in entry.preload:  # while the spec is validated: what the turn imports later
         threading.Thread(target=_preload, args=(module,), daemon=True).start()
+
+
+def _urlsafe(size: int) -> str:
+    """``secrets.token_urlsafe(size)`` without importing ``secrets``."""
+    return base64.urlsafe_b64encode(os.urandom(size)).rstrip(b"=").decode()
 
 
 def _uuid4() -> str:

@@ -29,6 +29,16 @@ class SocketBroker:
         self.token = token_prefix + secrets.token_urlsafe(24)
         self._server: asyncio.Server | None = None
 
+    def adopt(self, socket_path: str, token: str) -> None:
+        """Serve at ``socket_path`` (in a 0700 directory of its own, made by whoever chose it — spawn
+        first's pre-spawn) with ``token``, which a process started before this broker was told."""
+        if self._server is not None:
+            raise RuntimeError("adopt() before the broker listens")
+        shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir = str(Path(socket_path).parent)
+        self.socket_path = socket_path
+        self.token = token
+
     async def _listen(self, handler: Handler) -> None:
         self._server = await asyncio.start_unix_server(handler, path=self.socket_path)
         if self._agent_uid is not None:

@@ -7,9 +7,10 @@ an entry against the plan it computes itself before it adopts it (``runtime/loca
 
 An entry is one first turn's launch plan (argv, environment, stdin, config files, working
 directory) with placeholders ``\\0name\\0`` for what changes from run to run: the session id, the
-prompt, the model proxy's address and its turn tokens. An environment variable is either such a
-template or a *name* whose value is read from the environment at spawn time, so an entry never holds
-a secret value (the writer refuses a plan whose templates would). Anything unreadable is a miss.
+prompt, the model proxy's address and its turn tokens, the guard server's socket and token. An
+environment variable is either such a template or a *name* whose value is read from the environment
+at spawn time, so an entry never holds a secret value (the writer refuses a plan whose templates
+would). Anything unreadable is a miss.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from harness_run.vocab.version import __version__
 
 __all__ = [
     "FORMAT",
+    "GUARD_SOCKET",
+    "GUARD_TOKEN",
     "PROMPT",
     "PROXY",
     "READ_LIMIT",
@@ -44,7 +47,7 @@ __all__ = [
     "token",
 ]
 
-FORMAT: Final = 1
+FORMAT: Final = 2
 READ_LIMIT: Final = 64 * 1024 * 1024
 """The harness's stdout/stderr read limit (stream-json lines carry whole tool outputs)."""
 TURN_ENV: Final = "HARNESS_RUN_TURN"
@@ -53,6 +56,10 @@ SESSION: Final = "session"
 PROMPT: Final = "prompt"
 PROXY: Final = "proxy"
 """``http://127.0.0.1:PORT``: the model proxy's origin."""
+GUARD_SOCKET: Final = "guardsock"
+"""The guard server's unix socket (in a 0700 directory of its own)."""
+GUARD_TOKEN: Final = "guardtoken"
+"""The guard server's per-turn token."""
 _DIR: Final = "launch-cache"
 _KEEP: Final = 64
 """Entries kept per workdir (the oldest go when a new one is written)."""
@@ -110,6 +117,8 @@ class LaunchEntry:
     """The plan points the harness at the model proxy (a socket is bound for it)."""
     preload: tuple[str, ...] = ()
     """Modules the turn imports later (the proxy's server), imported in a thread at the spawn."""
+    guard: bool = False
+    """The plan's hook asks the engine's guard server (a socket directory and token are made)."""
 
     def prompt_value(self, prompt: str) -> str:
         """What the ``prompt`` placeholder stands for: the prompt as it goes into ``stdin``."""
@@ -153,6 +162,7 @@ class LaunchEntry:
             "tokens": self.tokens,
             "proxy": self.proxy,
             "preload": list(self.preload),
+            "guard": self.guard,
         }
 
     @classmethod
@@ -164,6 +174,7 @@ class LaunchEntry:
         argv, env, names, files, dirs = (raw.get(k) for k in ("argv", "env", "env_names", "files", "dirs"))
         stdin, prompt, cwd, tokens = (raw.get(k) for k in ("stdin", "prompt", "cwd", "tokens"))
         keep, proxy, preload = raw.get("keep_stdin_open"), raw.get("proxy"), raw.get("preload")
+        guard = raw.get("guard")
         if (
             raw.get("format") != FORMAT
             or not _strs(argv)
@@ -180,6 +191,7 @@ class LaunchEntry:
             or not isinstance(keep, bool)
             or not isinstance(proxy, bool)
             or not _strs(preload)
+            or not isinstance(guard, bool)
         ):
             return None
         return cls(
@@ -195,6 +207,7 @@ class LaunchEntry:
             tokens=tokens,
             proxy=proxy,
             preload=tuple(cast(list[str], preload)),
+            guard=guard,
         )
 
 

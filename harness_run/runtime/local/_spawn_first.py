@@ -30,11 +30,11 @@ import os
 import socket
 from pathlib import Path
 
-from harness_run.harness import HarnessDriver, LaunchPlan, TurnContext
+from harness_run.harness import GUARD_SOCKET_ENV, HarnessDriver, LaunchPlan, TurnContext
 from harness_run.runtime._process import Spawned, kill_tree, release_reaper
 from harness_run.security import TurnCredentials
 from harness_run.vocab import launch_cache
-from harness_run.vocab.launch_cache import PROMPT, PROXY, SESSION, LaunchEntry
+from harness_run.vocab.launch_cache import GUARD_SOCKET, GUARD_TOKEN, PROMPT, PROXY, SESSION, LaunchEntry
 
 __all__ = ["SpawnFirst", "warm_up"]
 
@@ -75,12 +75,15 @@ class SpawnFirst:
         spawned: Spawned | None = None,
         proxy_socket: socket.socket | None = None,
         tokens: tuple[str, ...] = (),
+        guard: tuple[str, str] | None = None,
     ) -> None:
+        """``guard``: the guard server's socket path and token the spawned process was given."""
         self.session_id = session_id
         self.cache_file = cache_file
         self._spawned = spawned
         self._socket = proxy_socket
         self._tokens = tokens
+        self._guard = guard
         self._used = False
         self.claimed = False
         """The engine took the spawned process over (adopted it, or stopped it)."""
@@ -122,6 +125,7 @@ class SpawnFirst:
             differs = self._differs(spawned, ctx, plan, creds)
             if not differs:
                 self.adopted = True
+                await creds.guard.start()  # before the proxy: no tool call may find it missing
                 if creds.proxy is not None:
                     await creds.proxy.start()  # first of all: the harness is waiting for it
                 return spawned
@@ -146,6 +150,11 @@ class SpawnFirst:
         if len(ours) != len(self._tokens):
             return "the model proxy's routes"
         rename = dict(zip(ours, self._tokens, strict=True))
+        guarded = GUARD_SOCKET_ENV in plan.env
+        if guarded != (self._guard is not None):
+            return "the guard server"
+        if guarded and self._guard is not None:
+            rename[creds.guard.socket_path], rename[creds.guard.token] = self._guard
 
         def sub(text: str) -> str:
             for new, old in rename.items():
@@ -163,7 +172,9 @@ class SpawnFirst:
         }
         differs = ", ".join(name for name, same in checks.items() if not same)
         if not differs and creds.proxy is not None:
-            creds.proxy.rekey(rename)
+            creds.proxy.rekey({new: old for new, old in rename.items() if new in ours})
+        if not differs and self._guard is not None:
+            creds.guard.adopt(*self._guard)
         return differs
 
 
@@ -190,6 +201,9 @@ def _entry(
     values = {SESSION: ctx.session_id}
     tokens = creds.proxy.tokens if creds.proxy is not None else []
     values.update({launch_cache.token(i): t for i, t in enumerate(tokens)})
+    guard = GUARD_SOCKET_ENV in plan.env
+    if guard:  # the spawned process gets a socket and token of its own; the broker adopts them
+        values[GUARD_SOCKET], values[GUARD_TOKEN] = creds.guard.socket_path, creds.guard.token
     proxy = creds.proxy is not None and creds.proxy.metering
     if proxy:
         assert creds.proxy is not None
@@ -218,6 +232,7 @@ def _entry(
         tokens=len(tokens),
         proxy=proxy,
         preload=type(creds.proxy).SERVER_MODULES if proxy and creds.proxy is not None else (),
+        guard=guard,
     )
     literals = [*entry.argv, *entry.env.values(), entry.stdin, entry.cwd, *entry.dirs]
     literals += [*entry.files, *entry.files.values()]
