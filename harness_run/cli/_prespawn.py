@@ -19,7 +19,6 @@ import contextlib
 import importlib
 import os
 import socket
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,8 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["OFF_ENV", "Early", "cache_flags", "prespawn"]
 
 OFF_ENV = "HARNESS_RUN_SPAWN_FIRST"
-_REAPER = Path(__file__).resolve().parents[1] / "runtime" / "_reaper.py"
-_HAS_PROC = os.path.isdir("/proc/self")
 
 
 @dataclass
@@ -234,21 +231,9 @@ def _preload(module: str) -> None:
 
 async def _reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
     """The watchdog ``runtime/_process.start_reaper`` starts for a turn, started here already."""
-    if not _HAS_PROC:
-        return None
     try:
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            str(_REAPER),
-            str(pid),
-            tag,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            env={k: v for k, v in os.environ.items() if k != TURN_ENV},
+        return await launch_cache.spawn_reaper(
+            pid, tag, {k: v for k, v in os.environ.items() if k != TURN_ENV}
         )
     except OSError:
         return None

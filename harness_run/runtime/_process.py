@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
 import uuid
 from collections import deque
@@ -25,12 +24,11 @@ from harness_run.errors import HarnessNotFoundError
 from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
 from harness_run.harness import LaunchPlan, LineParser
 from harness_run.runtime._agent_user import AgentUser
-from harness_run.vocab.launch_cache import READ_LIMIT, TURN_ENV
+from harness_run.vocab.launch_cache import READ_LIMIT, TURN_ENV, spawn_reaper
 
 __all__ = ["Spawned", "TurnProcess", "descendants", "kill_tree"]
 
 _STDERR_LINES = 40
-_REAPER = Path(__file__).with_name("_reaper.py")
 _HAS_PROC = os.path.isdir("/proc/self")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -107,25 +105,10 @@ async def start_reaper(
     """The watchdog that ends the turn's processes (group ``pid``, processes carrying ``tag``) if
     this process dies before :func:`release_reaper`; None where it cannot run (no ``/proc``). With
     ``user`` it runs as the agent: it reads their environments (the tag) and signals them."""
-    if not _HAS_PROC:
-        return None
     # as the agent, nothing of this process's environment: the agent can read the reaper's
     env = {} if user is not None else {k: v for k, v in os.environ.items() if k != TURN_ENV}
     try:
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            str(_REAPER),
-            str(pid),
-            tag,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,  # a signal to this process's group does not reach it
-            env=env,
-            **(user.spawn_kwargs() if user is not None else {}),
-        )
+        return await spawn_reaper(pid, tag, env, **(user.spawn_kwargs() if user is not None else {}))
     except OSError:
         return None
 

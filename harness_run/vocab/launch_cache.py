@@ -15,10 +15,12 @@ would). Anything unreadable is a miss.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ __all__ = [
     "fill",
     "load",
     "mark",
+    "spawn_reaper",
     "store",
     "templatize",
     "token",
@@ -64,6 +67,32 @@ _DIR: Final = "launch-cache"
 _KEEP: Final = 64
 """Entries kept per workdir (the oldest go when a new one is written)."""
 _MARK = re.compile("\0([a-z0-9]+)\0")
+_REAPER: Final = Path(__file__).resolve().parents[1] / "runtime" / "_reaper.py"
+_HAS_PROC: Final = os.path.isdir("/proc/self")
+
+
+async def spawn_reaper(
+    pid: int, tag: str, env: Mapping[str, str], **kwargs: Any
+) -> asyncio.subprocess.Process | None:
+    """The watchdog (``runtime/_reaper.py``) that ends a turn's processes (group ``pid``, processes
+    carrying ``tag``) if the process that started them dies first; None where it cannot run (no
+    ``/proc``). ``kwargs`` go to the spawn (e.g. another uid's)."""
+    if not _HAS_PROC:
+        return None
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-S",
+        str(_REAPER),
+        str(pid),
+        tag,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,  # a signal to the starting process's group does not reach it
+        env=dict(env),
+        **kwargs,
+    )
 
 
 def token(index: int) -> str:
