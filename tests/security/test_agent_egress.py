@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pyt
 
 METADATA = "169.254.169.254"
 LABEL_SESSION = "harness-run.dev/session"  # the container runtime's label naming a container's session
-HITS = "/tmp/canary-hits"
+HITS = "/tmp/canary-hits"  # fresh-machine ok: inside the container
 
 ELSEWHERE = "10.255.0.1"  # stands for any other address (open network): also put on lo only
 
@@ -213,18 +213,18 @@ def test_open_network_rules_and_failing_closed(
     worker_caps = list(k8s.WORKER_CAPABILITIES)
     all_caps = [*worker_caps, *k8s.NETWORK_SETUP_CAPABILITIES]
     env = {
-        "HARNESS_RUN_STORE": "/tmp/store",
+        "HARNESS_RUN_STORE": "/tmp/store",  # fresh-machine ok: inside the container
         k8s.AGENT_UID_ENV: str(k8s.AGENT_RUN_UID),
         k8s.AGENT_NETNS_ENV: "own",
     }
     config = docker_client.images.get(image).attrs["Config"]
     worker = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
-    open_spec = (  # the same image with the spec's network made open
+    open_spec = (  # the same image with the spec's network made open (fresh-machine ok: /tmp in it)
         "python3 -c \"import json; d = json.load(open('/opt/harness-run/spec.json')); "
         "d['network'] = 'open'; json.dump(d, open('/tmp/open.json', 'w'))\" && exec \"$@\""
     )
     as_open: dict[str, Any] = {
-        "environment": {**env, "HARNESS_RUN_SPEC": "/tmp/open.json"},
+        "environment": {**env, "HARNESS_RUN_SPEC": "/tmp/open.json"},  # fresh-machine ok: in it
         "entrypoint": ["sh", "-c", open_spec, "sh"],
         "command": worker,
     }
