@@ -221,7 +221,7 @@ def test_open_network_rules_and_failing_closed(
     worker = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
     open_spec = (  # the same image with the spec's network made open (fresh-machine ok: /tmp in it)
         "python3 -c \"import json; d = json.load(open('/opt/harness-run/spec.json')); "
-        "d['network'] = 'open'; json.dump(d, open('/tmp/open.json', 'w'))\" && exec \"$@\""
+        "d['network'] = 'open'; json.dump(d, open('/tmp/open.json', 'w'))\" && exec \"$@\""  # fresh-machine ok
     )
     as_open: dict[str, Any] = {
         "environment": {**env, "HARNESS_RUN_SPEC": "/tmp/open.json"},  # fresh-machine ok: in it
