@@ -35,6 +35,11 @@ RULES_SCRIPT = """\
       reply: {text: "done"}
 """
 MODEL = "claude-sonnet-4-6"
+KEY = "scripted-bench-key"
+"""The dummy model key. Not a word that occurs elsewhere: a secret value is redacted wherever it
+appears, and a launch plan whose paths hold it is never cached (a key of ``bench`` matched the
+``hr-bench-`` scratch paths, so every fresh run missed the spawn-first cache and every event was
+rewritten)."""
 
 
 @contextmanager
@@ -82,7 +87,7 @@ def cli_env(url: str, home: Path) -> dict[str, str]:
     env.update(
         {
             "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": "bench",
+            "ANTHROPIC_API_KEY": KEY,
             "HOME": str(home),
             "CLAUDE_CONFIG_DIR": str(home / ".claude"),
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -157,8 +162,8 @@ HARNESS_MODELS = {"claude-code": MODEL, "codex": "gpt-5.6-luna", "opencode": "op
 def harness_secrets(harness: str, url: str) -> dict[str, str]:
     """The run's endpoint and a dummy key for ``harness`` against the scripted model at ``url``."""
     if harness == "claude-code":
-        return {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
-    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "bench"}
+        return {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
+    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": KEY}
 
 
 def driver_turn(harness: str, url: str, prompt: str, *, guards: bool = True) -> float:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, scratch, scripted_model
+from _common import KEY, MODEL, scratch, scripted_model
 
 
 async def batch(url: str, size: int) -> tuple[float, int, list[str]]:
@@ -23,7 +23,7 @@ async def batch(url: str, size: int) -> tuple[float, int, list[str]]:
         AgentSpec(name="bench-concurrency", harness="claude-code", model=MODEL),
         workdir=scratch("hr-bench-conc-"),
     )
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
     start = time.perf_counter()
     results = await asyncio.gather(
         *(engine.start_session().run("write out.txt", secrets=secrets) for _ in range(size)),

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, median, report, scratch, scripted_model
+from _common import KEY, MODEL, median, report, scratch, scripted_model
 from server import make_key, start_server, stop_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -105,7 +105,7 @@ def main() -> None:
     spec_file.write_text(AgentSpec(name="bench", harness="claude-code", model=MODEL).to_yaml())
     key = make_key(store)
     with scripted_model() as model_url:
-        os.environ.update({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench"})  # the server's
+        os.environ.update({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": KEY})  # the server's
         proc, url, _ = start_server(store, spec_file)
         try:
             with sync_playwright() as playwright:

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, median, report, scratch, scripted_model
+from _common import KEY, MODEL, median, report, scratch, scripted_model
 
 PROMPT = "write out.txt"
 
@@ -80,7 +80,7 @@ async def turns(url: str, key: str, model_url: str, store: Path, rounds: int) ->
         AgentSpec(name="bench", harness="claude-code", model=MODEL), workdir=store / "local"
     )
     remote = harness_run.connect(url, api_key=key)
-    secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench"}
+    secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": KEY}
     times: dict[str, list[float]] = {"local": [], "server": [], "local_first": [], "server_first": []}
     for i in range(rounds + 1):
         for name, engine in (

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, REPO, bare_cli_turn, driver_turn, scratch, scripted_model
+from _common import KEY, MODEL, REPO, bare_cli_turn, driver_turn, scratch, scripted_model
 
 PROMPT = "write out.txt"
 SPANS: dict[str, list[float]] = {}
@@ -89,7 +89,7 @@ async def _turns(url: str, rounds: int) -> dict[str, list[float]]:
     from harness_run import AgentSpec, local
 
     engine = local.deploy(AgentSpec(name="bench", harness="claude-code", model=MODEL), workdir=scratch())
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
 
     async def ours(proxy: bool) -> float:
         os.environ["HARNESS_RUN_MODEL_PROXY"] = "1" if proxy else "0"

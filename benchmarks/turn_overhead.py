@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     HARNESS_MODELS,
+    KEY,
     MODEL,
     REPO,
     bare_cli_turn,
@@ -47,7 +48,7 @@ async def in_process(url: str, rounds: int) -> tuple[list[float], list[float], l
 
     spec = AgentSpec(name="bench", harness="claude-code", model=MODEL)
     engine = local.deploy(spec, workdir=scratch("hr-bench-wd-"))
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
     bare, ours, bare2, ours2 = [], [], [], []
     for i in range(rounds + 1):
         for order in (0, 1) if i % 2 else (1, 0):
@@ -102,7 +103,7 @@ def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], floa
     spec_file = Path(scratch("hr-bench-spec-")) / "spec.yaml"
     spec_file.write_text(f"name: bench\nharness: claude-code\nmodel: {MODEL}\n")
     workdir = scratch("hr-bench-wd-")
-    env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench", "HARNESS_RUN_HOME": workdir}
+    env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY, "HARNESS_RUN_HOME": workdir}
     exe = str(Path(sys.executable).parent / "harness-run")
     argv = [exe, "run", str(spec_file), PROMPT, "--json"]
     bare, ours = [], []
@@ -119,13 +120,17 @@ def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], floa
                 if done.returncode != 0:
                     raise SystemExit(f"harness-run run failed: {done.stdout[-400:]} {done.stderr[-400:]}")
     # peak RSS of one fresh `harness-run run` Python process (children excluded)
+    # VmHWM, the process's own peak: ru_maxrss would also count this benchmark's memory, which the
+    # child's exec starts from (Linux keeps the pre-exec image's high-water mark in ru_maxrss)
     probe = (
-        "import resource, sys; from harness_run.cli import main; code = main(sys.argv[1:]); "
-        "sys.stderr.write(f'RSS_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'); sys.exit(code)"
+        "import sys; from harness_run.cli import main; code = main(sys.argv[1:]); "
+        "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]; "
+        "sys.stderr.write(f'RSS_KB={hwm}\\n'); sys.exit(code)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, *argv[1:]],
         env=env,
+        cwd=workdir,  # `python -c` puts the working directory first on sys.path: not a shared /tmp
         capture_output=True,
         text=True,
         check=False,
