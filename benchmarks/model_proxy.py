@@ -11,7 +11,10 @@
 - guard_hook_p50_ms / guard_hook_p95_ms: one run of the guard hook command as an engine's turn has
   it (the fail-closed wrapper and the small client asking the turn's guard server), for a tool call,
   as Claude Code and Codex run it; guard_script_p50_ms / _p95_ms: the self-contained script
-  (``python -I -S _guard.py RULES``, what a launch plan outside an engine gets), alternating.
+  (``python -I -S _guard.py RULES``, what a launch plan outside an engine gets), alternating;
+- guard_http_p50_ms / _p95_ms: the same verdict as Claude Code's HTTP hook gets it (a POST of the
+  tool call to the guard route on the model proxy's port, over a kept-alive connection as Claude
+  Code's client keeps it): what a Claude Code turn pays per tool call when the proxy is on.
 """
 
 from __future__ import annotations
@@ -128,6 +131,40 @@ async def _guard(n: int) -> tuple[list[float], list[float]]:
     return served, script
 
 
+async def _guard_http(n: int) -> list[float]:
+    import http.client
+
+    from harness_run.security import GuardBroker
+
+    policy = SecurityPolicy(denied_bash_patterns=["git push*"])
+    broker = GuardBroker()
+    env = broker.substitute(policy, {})
+    proxy = ModelProxy()
+    url = proxy.guard_route(broker.http_verdict, env["HARNESS_RUN_GUARD_TOKEN"])
+    await proxy.start()
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}}).encode()
+    path = url.split(str(proxy.port), 1)[1]
+
+    def post_all() -> list[float]:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        out: list[float] = []
+        for _ in range(n):
+            start = time.perf_counter()
+            conn.request("POST", path, body=call, headers={"content-type": "application/json"})
+            answer = conn.getresponse()
+            assert answer.status == 200
+            assert answer.read() == b"{}"
+            out.append((time.perf_counter() - start) * 1000)
+        conn.close()
+        return out
+
+    try:
+        return await asyncio.to_thread(post_all)
+    finally:
+        await proxy.aclose()
+        await broker.aclose()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
@@ -160,6 +197,9 @@ async def main() -> None:
     print(f"guard_hook_p95_ms {_pct(served, 0.95):.1f}")
     print(f"guard_script_p50_ms {_pct(script, 0.5):.1f}")
     print(f"guard_script_p95_ms {_pct(script, 0.95):.1f}")
+    http_hook = await _guard_http(guards)
+    print(f"guard_http_p50_ms {_pct(http_hook, 0.5):.2f}")
+    print(f"guard_http_p95_ms {_pct(http_hook, 0.95):.2f}")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,25 @@
 """Spawn first: a fresh ``harness-run run`` starts the harness from the workdir's launch-plan cache
-before it imports pydantic, and finishes its own start-up while the harness boots.
+before it imports asyncio or pydantic, and finishes its own start-up while the harness boots.
 
-Standard library only. On a hit (an entry for this spec file, these flags and this library, see
-``vocab/launch_cache.py``) :func:`prespawn` makes the new session's directories, binds the model
-proxy's socket, fills in the session id, the prompt and fresh turn tokens, writes the config files,
-spawns the harness (its prompt on its stdin) and the reaper that ends it should this process die.
-The command then validates the spec and runs the turn as always; the local engine adopts the
-process or stops it (``runtime/local/_spawn_first.py``). :meth:`Early.discard` ends whatever the
-engine did not take over — a spec that fails validation leaves no process behind. On a miss the
-engine writes the entry for the next run. ``HARNESS_RUN_SPAWN_FIRST=0`` turns it off.
+Standard library only, and only its light modules. On a hit (an entry for this spec file, these
+flags and this library, see ``vocab/launch_cache.py``) :func:`prespawn` makes the new session's
+directories, binds the model proxy's socket, fills in the session id, the prompt and fresh turn
+tokens, writes the config files, spawns the harness (its prompt on its stdin) and the reaper that
+ends it should this process die — with ``os.posix_spawn``, before the event loop exists. The command
+then starts the loop, which takes the processes over (:meth:`Early.adopt`), validates the spec and
+runs the turn as always; the local engine adopts the process or stops it
+(``runtime/local/_spawn_first.py``). :meth:`Early.discard` ends whatever the engine did not take
+over — a spec that fails validation leaves no process behind. On a miss the engine writes the entry
+for the next run. ``HARNESS_RUN_SPAWN_FIRST=0`` turns it off.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
-import importlib
+import _socket
+import binascii
 import os
-import socket
-import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,14 +29,17 @@ from harness_run.vocab.launch_cache import (
     GUARD_TOKEN,
     PROMPT,
     PROXY,
-    READ_LIMIT,
     SESSION,
     TURN_ENV,
+    RawChild,
     Resolved,
 )
 from harness_run.vocab.workdir import default_workdir, resolve_workdir
 
 if TYPE_CHECKING:
+    import socket
+
+    from harness_run.runtime import ChildProcess
     from harness_run.runtime.local import SpawnFirst
 
 __all__ = ["OFF_ENV", "Early", "cache_flags", "prespawn"]
@@ -46,27 +47,51 @@ __all__ = ["OFF_ENV", "Early", "cache_flags", "prespawn"]
 OFF_ENV = "HARNESS_RUN_SPAWN_FIRST"
 
 
-@dataclass
 class Early:
     """What :func:`prespawn` did for the session about to start: on a miss only its id and the cache
-    entry's file; on a hit also the running harness, its reaper, the proxy socket and turn tokens."""
+    entry's file; on a hit also the running harness, its reaper, the proxy socket and turn tokens.
+    (A plain class: ``dataclasses`` costs ~10 ms of imports before the spawn.)"""
 
-    session_id: str
-    cache_file: Path
-    process: asyncio.subprocess.Process | None = None
-    reaper: asyncio.subprocess.Process | None = None
-    tag: str = ""
-    sock: socket.socket | None = None
-    tokens: tuple[str, ...] = ()
-    guard: tuple[str, str] | None = None
-    """The guard server's socket path (in a 0700 directory made here) and token, for the engine's."""
-    plan: Resolved | None = None
-    keep_stdin_open: bool = False
-    made: list[Path] = field(default_factory=list[Path])
-    """The directories made for it (the first holds the others)."""
-    kept: bool = False
-    """The session was stored: its directories are the session's now."""
-    link: SpawnFirst | None = None
+    def __init__(self, session_id: str, cache_file: Path) -> None:
+        self.session_id = session_id
+        self.cache_file = cache_file
+        self.raw: RawChild | None = None
+        """The harness as spawned (before the event loop): :meth:`adopt` makes it :attr:`process`."""
+        self.raw_reaper: RawChild | None = None
+        self.process: ChildProcess | None = None
+        self.reaper: ChildProcess | None = None
+        self.tag = ""
+        self.since = 0
+        """Clock ticks since boot (``/proc/<pid>/stat``'s unit) a second before the spawn."""
+        self.raw_sock: _socket.socket | None = None
+        """The model proxy's listening socket as bound before the event loop: :attr:`sock` once adopted."""
+        self.sock: socket.socket | None = None
+        self.tokens: tuple[str, ...] = ()
+        self.guard: tuple[str, str] | None = None
+        """The guard server's socket path (in a 0700 directory made here) and token, for the engine's."""
+        self.plan: Resolved | None = None
+        self.keep_stdin_open = False
+        self.made: list[Path] = []
+        """The directories made for it (the first holds the others)."""
+        self.kept = False
+        """The session was stored: its directories are the session's now."""
+        self.link: SpawnFirst | None = None
+
+    async def adopt(self) -> None:
+        """Hand the processes spawned before the event loop to it (call first thing in the loop)."""
+        from harness_run.runtime import adopt
+
+        raw, self.raw = self.raw, None
+        raw_reaper, self.raw_reaper = self.raw_reaper, None
+        if raw is not None:
+            self.process = await adopt(raw)
+        if raw_reaper is not None:
+            self.reaper = await adopt(raw_reaper)
+        raw_sock, self.raw_sock = self.raw_sock, None
+        if raw_sock is not None:
+            import socket
+
+            self.sock = socket.socket(fileno=raw_sock.detach())
 
     def spawn_first(self) -> SpawnFirst:
         """The engine's end of it (imports the runtime: call once the spec is valid)."""
@@ -83,26 +108,21 @@ class Early:
                 keep_stdin_open=self.keep_stdin_open,
                 files={Path(p): t for p, t in self.plan.files.items()},
             )
-            spawned = Spawned(self.process, self.reaper, self.tag, plan, Path(self.plan.cwd))
+            spawned = Spawned(self.process, self.reaper, self.tag, plan, Path(self.plan.cwd), self.since)
         self.link = SpawnFirst(self.session_id, self.cache_file, spawned, self.sock, self.tokens, self.guard)
         return self.link
 
     async def discard(self) -> None:
         """End what the engine did not take over: the process and its reaper, the socket, and the
         session's directories unless the session was stored."""
+        await self.adopt()  # (a no-op unless the loop never got to it)
         process, self.process = self.process, None
         reaper, self.reaper = self.reaper, None
         if process is not None and (self.link is None or not self.link.claimed):
-            from harness_run.runtime import kill_tree  # the error path only
+            from harness_run.runtime import kill_tree, release_reaper  # the error path only
 
             await kill_tree(process, grace=0.5, tag=self.tag)
-            if reaper is not None and reaper.stdin is not None:
-                with contextlib.suppress(ConnectionError, OSError):
-                    reaper.stdin.write(b"done")
-                    await reaper.stdin.drain()
-                reaper.stdin.close()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(reaper.wait(), 2.0)
+            await release_reaper(reaper)
         if self.sock is not None:  # (the turn's proxy, if it took it over, has closed it already)
             self.sock.close()
         if (self.made and not self.kept) or self.guard is not None:
@@ -119,7 +139,7 @@ def cache_flags(model: str | None, secrets: Sequence[str]) -> list[str]:
     return [f"model={model or ''}", f"secrets={','.join(sorted(set(secrets)))}"]
 
 
-async def prespawn(spec: str, prompt: str, workdir: Path | None, flags: Sequence[str]) -> Early | None:
+def prespawn(spec: str, prompt: str, workdir: Path | None, flags: Sequence[str]) -> Early | None:
     """Spawn the harness from the cache entry for ``spec`` and ``flags`` (the options that change
     the launch plan) if there is one; None when spawn first is off or the inputs are not plain
     (the normal path reports what is wrong with them)."""
@@ -131,12 +151,30 @@ async def prespawn(spec: str, prompt: str, workdir: Path | None, flags: Sequence
         return early
     try:
         if _prepare(early, entry, prompt):
-            await _spawn(early, entry)
+            _spawn(early, entry)
             return early
     except OSError:  # the binary or a directory is gone: launch normally, which says so
         pass
-    await early.discard()
+    _undo(early)
     return Early(early.session_id, early.cache_file)
+
+
+def _undo(early: Early) -> None:
+    """A spawn that failed part way (before the event loop): what it made goes."""
+    import shutil
+
+    for child in (early.raw, early.raw_reaper):  # (the reaper, its stdin closed, ends the harness)
+        if child is not None:
+            for fd in (child.stdin, child.stdout, child.stderr):
+                if fd is not None:
+                    os.close(fd)
+    early.raw = early.raw_reaper = None
+    if early.raw_sock is not None:
+        early.raw_sock.close()
+    if early.made:
+        shutil.rmtree(early.made[0], ignore_errors=True)
+    if early.guard is not None:
+        shutil.rmtree(os.path.dirname(early.guard[0]), ignore_errors=True)
 
 
 def _lookup(spec: str, workdir: Path | None, flags: Sequence[str]) -> Early | None:
@@ -156,7 +194,7 @@ def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool
     """The plan for this run (session id, prompt, proxy socket, tokens), its directories and files."""
     values = {SESSION: early.session_id, PROMPT: entry.prompt_value(prompt)}
     if entry.proxy:
-        early.sock = sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        early.raw_sock = sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         values[PROXY] = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -185,34 +223,33 @@ def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool
     return True
 
 
-async def _spawn(early: Early, entry: launch_cache.LaunchEntry) -> None:
+def _spawn(early: Early, entry: launch_cache.LaunchEntry) -> None:
     plan = early.plan
     assert plan is not None
     tag = os.urandom(16).hex()
     early.tag = f"{TURN_ENV}={tag}"
-    early.process = process = await asyncio.create_subprocess_exec(
-        *plan.argv,
+    if hasattr(time, "CLOCK_BOOTTIME") and hasattr(os, "sysconf"):
+        ticks = os.sysconf("SC_CLK_TCK")
+        early.since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * ticks) - ticks
+    early.raw = raw = launch_cache.spawn_raw(
+        plan.argv,
         cwd=plan.cwd,
         env={**plan.env, TURN_ENV: tag},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        limit=READ_LIMIT,
+        stdin=plan.stdin,
+        keep_stdin_open=entry.keep_stdin_open,
     )
-    assert process.stdin is not None
-    if plan.stdin:
-        process.stdin.write(plan.stdin)
-    if not entry.keep_stdin_open:
-        process.stdin.close()
-    early.reaper = await _reaper(process.pid, early.tag)
-    for module in entry.preload:  # while the spec is validated: what the turn imports later
-        threading.Thread(target=_preload, args=(module,), daemon=True).start()
+    early.raw_reaper = _reaper(raw.pid, early.tag)
+    if entry.preload:  # while the spec is validated: what the turn imports later
+        import threading
+
+        for module in entry.preload:
+            threading.Thread(target=_preload, args=(module,), daemon=True).start()
 
 
 def _urlsafe(size: int) -> str:
-    """``secrets.token_urlsafe(size)`` without importing ``secrets``."""
-    return base64.urlsafe_b64encode(os.urandom(size)).rstrip(b"=").decode()
+    """``secrets.token_urlsafe(size)`` without importing ``secrets`` or ``base64``."""
+    text = binascii.b2a_base64(os.urandom(size), newline=False).rstrip(b"=")
+    return text.translate(bytes.maketrans(b"+/", b"-_")).decode()
 
 
 def _uuid4() -> str:
@@ -225,15 +262,20 @@ def _uuid4() -> str:
 
 
 def _preload(module: str) -> None:
+    import contextlib
+    import importlib
+
     with contextlib.suppress(Exception):  # the turn imports it again and reports what fails
         importlib.import_module(module)
 
 
-async def _reaper(pid: int, tag: str) -> asyncio.subprocess.Process | None:
+def _reaper(pid: int, tag: str) -> RawChild | None:
     """The watchdog ``runtime/_process.start_reaper`` starts for a turn, started here already."""
+    env = {k: v for k, v in os.environ.items() if k != TURN_ENV}
+    argv = launch_cache.reaper_argv(pid, tag)
+    if argv is None:
+        return None
     try:
-        return await launch_cache.spawn_reaper(
-            pid, tag, {k: v for k, v in os.environ.items() if k != TURN_ENV}
-        )
+        return launch_cache.spawn_raw(argv, cwd=None, env=env, keep_stdin_open=True, output=False)
     except OSError:
         return None

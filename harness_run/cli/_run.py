@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 from pathlib import Path
@@ -63,17 +62,20 @@ def _run(args: argparse.Namespace) -> int:
     path = Path(args.spec)
     if not path.is_file():
         raise UsageError(f"spec file {args.spec!r} not found; give the path of a YAML or JSON spec")
-    return asyncio.run(_run_async(args, path))
-
-
-async def _run_async(args: argparse.Namespace, path: Path) -> int:
     early = None
-    if args.spawn_first and not args.session:  # the harness first, the rest while it boots
+    if args.spawn_first and not args.session:  # the harness first (before asyncio), the rest while it boots
         from harness_run.cli._prespawn import cache_flags, prespawn
 
-        flags = cache_flags(args.model, args.secret)
-        early = await prespawn(args.spec, args.prompt, args.workdir, flags)
+        early = prespawn(args.spec, args.prompt, args.workdir, cache_flags(args.model, args.secret))
+    import asyncio
+
+    return asyncio.run(_run_async(args, path, early))
+
+
+async def _run_async(args: argparse.Namespace, path: Path, early: Early | None) -> int:
     try:
+        if early is not None:
+            await early.adopt()
         from harness_run.spec import AgentSpec, TurnConfig
 
         spec = AgentSpec.from_yaml(path)
@@ -131,6 +133,8 @@ async def _turn(
 
 
 def _demo(args: argparse.Namespace) -> int:
+    import asyncio
+
     return asyncio.run(_demo_turn(args))
 
 

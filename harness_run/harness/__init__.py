@@ -8,7 +8,7 @@ from harness_run.harness._files import (
     mcp_secret_env,
     mcp_secret_values,
 )
-from harness_run.harness._guard import GUARD_SOCKET_ENV, GUARD_TIMEOUT_S, GUARD_TOKEN_ENV
+from harness_run.harness._guard import GUARD_SOCKET_ENV, GUARD_TIMEOUT_S, GUARD_TOKEN_ENV, GUARD_URL_ENV
 from harness_run.harness._guard import decide as guard_decide
 from harness_run.harness._policy import guard_rules
 from harness_run.harness._sqlite import SQLITE_MAGIC, scrub_sqlite
@@ -17,6 +17,7 @@ __all__ = [
     "GUARD_SOCKET_ENV",
     "GUARD_TIMEOUT_S",
     "GUARD_TOKEN_ENV",
+    "GUARD_URL_ENV",
     "MCP_LAUNCHER_ENV",
     "SQLITE_MAGIC",
     "HarnessDriver",

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from harness_run.errors import UsageError
+from harness_run.harness._guard import GUARD_TIMEOUT_S, GUARD_URL_ENV
 from harness_run.harness._policy import HOOK_TIMEOUT_S, claude_deny_rules, opencode_permission
 from harness_run.spec import AgentSpec, RemoteMcpServer, StdioMcpServer
 
@@ -136,7 +137,9 @@ def claude_files(
 ) -> dict[str, str]:
     """``mcp.json`` and ``settings.json``; ``hook_command`` is the guard (a ``PreToolUse`` hook for
     every tool, see :mod:`harness_run.harness._policy`), added by the local driver at launch; ``env``
-    the turn's environment (stdio servers with secrets start through its MCP launcher)."""
+    the turn's environment (stdio servers with secrets start through its MCP launcher). When ``env``
+    names the guard server's HTTP address (``GUARD_URL_ENV``), the hook is an HTTP hook to it instead
+    of the command, blocking the tool call on any failure (refused, timed out, not 2xx, not JSON)."""
     servers: dict[str, Any] = {}
     for server in spec.mcp_servers:
         refs = {k: f"${{{mcp_secret_env(server.name, k)}}}" for k in _secret_refs(server)}
@@ -166,7 +169,12 @@ def claude_files(
     }
     settings: dict[str, Any] = {"permissions": permissions}
     if hook_command is not None:
-        hook = {"type": "command", "command": hook_command, "timeout": HOOK_TIMEOUT_S}
+        url = (env or {}).get(GUARD_URL_ENV)
+        hook: dict[str, Any] = (
+            {"type": "http", "url": url, "timeout": GUARD_TIMEOUT_S, "onFailure": "block"}
+            if url
+            else {"type": "command", "command": hook_command, "timeout": HOOK_TIMEOUT_S}
+        )
         settings["hooks"] = {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}
         settings["disableAllHooks"] = False
     return {"mcp.json": _json({"mcpServers": servers}), "settings.json": _json(settings)}

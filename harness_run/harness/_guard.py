@@ -42,6 +42,7 @@ __all__ = [
     "GUARD_SOCKET_ENV",
     "GUARD_TIMEOUT_S",
     "GUARD_TOKEN_ENV",
+    "GUARD_URL_ENV",
     "decide",
     "decode_rules",
     "encode_rules",
@@ -57,6 +58,9 @@ GUARD_SOCKET_ENV: Final = "HARNESS_RUN_GUARD_SOCKET"
 """In a turn's environment: the engine's guard server (then the hook is the small client)."""
 GUARD_TOKEN_ENV: Final = "HARNESS_RUN_GUARD_TOKEN"
 """In a turn's environment: the token the guard server asks its clients for."""
+GUARD_URL_ENV: Final = "HARNESS_RUN_GUARD_URL"
+"""In a turn's environment (Claude Code, model proxy on): the guard server's HTTP address, for a
+``PreToolUse`` hook of ``type: http`` with ``onFailure: block`` — no process per tool call."""
 GUARD_TIMEOUT_S: float = 10.0
 """Seconds the guard may take before the tool call is denied (the CLI's own hook timeout is longer)."""
 

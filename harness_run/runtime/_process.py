@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from harness_run.errors import HarnessNotFoundError
 from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
@@ -26,11 +27,28 @@ from harness_run.harness import LaunchPlan, LineParser
 from harness_run.runtime._agent_user import AgentUser
 from harness_run.vocab.launch_cache import READ_LIMIT, TURN_ENV, spawn_reaper
 
-__all__ = ["Spawned", "TurnProcess", "descendants", "kill_tree"]
+__all__ = ["ChildProcess", "Spawned", "TurnProcess", "descendants", "kill_tree", "release_reaper"]
 
 _STDERR_LINES = 40
 _HAS_PROC = os.path.isdir("/proc/self")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class ChildProcess(Protocol):
+    """What a turn uses of its harness process: one from ``asyncio.create_subprocess_exec``, or one
+    spawned before the event loop and adopted by it (``runtime/_adopt.py``)."""
+
+    stdin: asyncio.StreamWriter | None
+    stdout: asyncio.StreamReader | None
+    stderr: asyncio.StreamReader | None
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +59,14 @@ class Spawned:
     ``plan`` is what it was started with: its config files written, ``plan.stdin`` already on its
     stdin (closed unless ``plan.keep_stdin_open``), ``plan.env`` without the turn tag."""
 
-    process: asyncio.subprocess.Process
-    reaper: asyncio.subprocess.Process | None
+    process: ChildProcess
+    reaper: ChildProcess | None
     tag: str
     """``HARNESS_RUN_TURN=<hex>``: in the environment of the process and its descendants."""
     plan: LaunchPlan
     cwd: Path
+    since: int = 0
+    """:func:`boot_ticks` (or earlier) before it was spawned: its turn's processes start later."""
 
 
 def boot_ticks() -> int:
@@ -113,7 +133,7 @@ async def start_reaper(
         return None
 
 
-async def release_reaper(reaper: asyncio.subprocess.Process | None, *, sweep: bool = False) -> None:
+async def release_reaper(reaper: ChildProcess | None, *, sweep: bool = False) -> None:
     """Tell the reaper the turn was cleaned up here: it exits at once, without killing anything.
     ``sweep``: it ends what is left of the turn first (processes of another uid, whose environments
     this process cannot read)."""
@@ -127,7 +147,7 @@ async def release_reaper(reaper: asyncio.subprocess.Process | None, *, sweep: bo
         await asyncio.wait_for(reaper.wait(), 2.0)
 
 
-async def kill_tree(proc: asyncio.subprocess.Process, grace: float = 2.0, tag: str | None = None) -> None:
+async def kill_tree(proc: ChildProcess, grace: float = 2.0, tag: str | None = None) -> None:
     """SIGTERM the process group and descendants (and processes carrying ``tag``, see
     :func:`descendants`), wait ``grace`` s, then SIGKILL what is left."""
     pids = descendants(proc.pid, tag)
@@ -234,7 +254,7 @@ class TurnProcess:
         self._cwd = cwd
         self._emit = emit
         self._timeout = timeout
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: ChildProcess | None = None
         self._stop_reason: StopReason | None = None
         self._stop_note: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
@@ -243,7 +263,7 @@ class TurnProcess:
         """In the environment of the CLI and (inherited) its tool commands: found again at kill time."""
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
-        self._since = 0
+        self._since = spawned.since if spawned is not None else 0
         """:func:`boot_ticks` a second before the CLI was spawned: the turn's processes start later."""
 
     async def run(self) -> RunResult:
@@ -270,12 +290,12 @@ class TurnProcess:
             if proc.returncode is None or self._stop_reason:
                 await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
             else:  # exited (or was killed): still reap what it left, by group and by the turn's tag
-                left = descendants(proc.pid, self._tag, self._since)  # an adopted process: since 0
+                left = descendants(proc.pid, self._tag, self._since)
                 _signal_all(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
             await asyncio.shield(release_reaper(reaper, sweep=self._user is not None))
         return self._result(proc.returncode)
 
-    async def _spawn(self) -> tuple[asyncio.subprocess.Process, asyncio.subprocess.Process | None]:
+    async def _spawn(self) -> tuple[ChildProcess, ChildProcess | None]:
         for path, text in self._plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
@@ -323,7 +343,7 @@ class TurnProcess:
             )
         return result
 
-    async def _pump(self, proc: asyncio.subprocess.Process) -> None:
+    async def _pump(self, proc: ChildProcess) -> None:
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None

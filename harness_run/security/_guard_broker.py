@@ -65,28 +65,62 @@ class GuardBroker(SocketBroker):
             head = await asyncio.wait_for(reader.readline(), GUARD_TIMEOUT_S)
             token, _, mode = head.decode(errors="replace").strip().partition(" ")
             body = await asyncio.wait_for(_read_all(reader), GUARD_TIMEOUT_S)
-            rules = self._rules
-            if rules is not None and self._accepts(token):
-                text = body.decode(errors="replace")
-                shell = mode == "shell"
-                if len(body) <= _INLINE:
-                    reason = decide(rules, text, shell=shell)
-                else:
-                    reason = await asyncio.to_thread(decide, rules, text, shell=shell)
-                if reason is None:
-                    reply = b"allow\n"
-                else:
-                    reply = f"deny\nharness-run denied this tool call: {reason}\n".encode()
+            reason = await self._judge(token, body, shell=mode == "shell")
+            if reason is None:
+                reply = b"allow\n"
+            else:
+                reply = f"deny\nharness-run denied this tool call: {reason}\n".encode()
+        except PermissionError:  # not this turn's token: "deny" (counted)
+            pass
         except Exception as exc:  # fail closed: whatever went wrong, the answer stays "deny"
             _log.warning("the guard denied a tool call it could not judge (%s)", type(exc).__name__)
-        if reply == b"allow\n":
-            self.allowed += 1
-        else:
             self.denied += 1
         with contextlib.suppress(OSError):
             writer.write(reply)
             await writer.drain()
         writer.close()
+
+    async def http_verdict(self, token: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        """The answer to Claude Code's HTTP ``PreToolUse`` hook (``type: http``, ``onFailure: block``,
+        served on the model proxy's port): 200 ``{}`` allows; 200 with a ``deny`` decision denies,
+        giving the reason; a wrong token or a call it cannot judge gets 401/500, which that hook
+        treats as a block too."""
+        try:
+            reason = await self._judge(token, body, shell=False)
+        except PermissionError:
+            return 401, {"error": "harness-run guard: no valid turn token"}
+        except Exception as exc:  # fail closed
+            _log.warning("the guard denied a tool call it could not judge (%s)", type(exc).__name__)
+            self.denied += 1
+            return 500, {"error": "harness-run denied this tool call: the guard failed, so nothing runs"}
+        if reason is None:
+            return 200, {}
+        decision = {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": f"harness-run denied this tool call: {reason}",
+        }
+        return 200, {"hookSpecificOutput": decision}
+
+    async def _judge(self, token: str, body: bytes, *, shell: bool) -> str | None:
+        """None to allow the call in ``body``, else the reason to deny it; PermissionError for a
+        token that is not this turn's (or a broker that no longer judges)."""
+        rules = self._rules
+        if rules is None or not self._accepts(token):
+            self.denied += 1
+            raise PermissionError("not this turn's guard token")
+        if len(body) > _MAX_CALL:
+            raise ValueError("the tool call is larger than the guard reads")
+        text = body.decode(errors="replace")
+        if len(body) <= _INLINE:
+            reason = decide(rules, text, shell=shell)
+        else:
+            reason = await asyncio.to_thread(decide, rules, text, shell=shell)
+        if reason is None:
+            self.allowed += 1
+        else:
+            self.denied += 1
+        return reason
 
     async def aclose(self) -> None:
         self._rules = None

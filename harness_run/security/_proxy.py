@@ -95,6 +95,8 @@ def proxy_enabled() -> bool:
 
 
 _Headers = tuple[tuple[str, str], ...]
+_Verdict = Callable[[str, bytes], Awaitable[tuple[int, dict[str, Any]]]]
+"""The guard's answer to a tool call posted with a token: (HTTP status, JSON body)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,8 @@ class ModelProxy:
         self._starting: asyncio.Task[None] | None = None
         self._mcp: dict[str, _Route] = {}
         """Per-turn token in the path -> a remote MCP server's URL and its secret headers."""
+        self._guard: _Verdict | None = None
+        """The guard server's verdict for ``/hrg/<token>`` (Claude Code's HTTP guard hook)."""
         self.meter = WireMeter(budget, model)
         self.parent: telemetry.Span = telemetry.NOOP
         """The span each model request's span goes under (the turn's harness span)."""
@@ -304,9 +308,15 @@ class ModelProxy:
         self._mcp[token] = _Route(url.rstrip("/"), tuple(headers.items()))
         return f"http://127.0.0.1:{self.port}/mcp/{token}"
 
+    def guard_route(self, verdict: _Verdict, token: str) -> str:
+        """Serve the guard's ``verdict`` (status, JSON answer) for tool calls posted to the URL this
+        returns (``token`` in its path, checked by ``verdict``): a hook without a process per call."""
+        self._guard = verdict
+        return f"http://127.0.0.1:{self.port}/hrg/{token}"
+
     async def start(self) -> None:
         """Serve (only needed when :meth:`substitute` or :meth:`mcp_route` registered a route)."""
-        if self._runner is not None or not (self._routes or self._mcp):
+        if self._runner is not None or not (self._routes or self._mcp or self._guard):
             return
         for module in self.SERVER_MODULES:  # ~0.4 s once, off the loop
             await asyncio.to_thread(importlib.import_module, module)
@@ -330,7 +340,7 @@ class ModelProxy:
     def start_soon(self) -> None:
         """Start serving in the background: the port is bound already, so the harness can be spawned
         at once (its first requests wait in the backlog until aiohttp is up)."""
-        if (self._routes or self._mcp) and self._starting is None:
+        if (self._routes or self._mcp or self._guard) and self._starting is None:
             self._starting = asyncio.ensure_future(self.start())
             self._starting.add_done_callback(self._started)
 
@@ -354,6 +364,7 @@ class ModelProxy:
                 await self._starting
         self._routes.clear()
         self._mcp.clear()
+        self._guard = None
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
@@ -390,6 +401,12 @@ class ModelProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
+        if request.path.startswith("/hrg/"):  # the guard hook: never forwarded anywhere
+            verdict = self._guard
+            if verdict is None or request.method != "POST":
+                return web.json_response({"error": "harness-run guard: not served here"}, status=404)
+            status, answer = await verdict(request.path[5:], await request.read())
+            return web.json_response(answer, status=status)
         if request.path.startswith("/mcp/"):
             found = self._mcp_of(request.path)
             if found is None or self._client is None:

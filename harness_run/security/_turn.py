@@ -8,7 +8,7 @@ import socket
 from collections.abc import Awaitable, Callable, Mapping
 
 from harness_run.events import RunResult
-from harness_run.harness import mcp_proxy_env, mcp_secret_env
+from harness_run.harness import GUARD_TOKEN_ENV, GUARD_URL_ENV, mcp_proxy_env, mcp_secret_env
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
@@ -56,6 +56,10 @@ class TurnCredentials:
             env = self._route_mcp(spec, env)
         env = self.git.substitute(spec.repos, secrets, env)
         env = self.guard.substitute(spec.security_policy, env)  # the guard hook asks this process
+        if spec.harness == "claude-code" and GUARD_TOKEN_ENV in env and self.metering:
+            # an HTTP hook on the proxy's port (served anyway): no process per tool call
+            assert self.proxy is not None
+            env[GUARD_URL_ENV] = self.proxy.guard_route(self.guard.http_verdict, env[GUARD_TOKEN_ENV])
         return self.mcp.substitute(spec, secrets, env)  # stdio MCP servers' secrets: started by the engine
 
     def _route_mcp(self, spec: AgentSpec, env: dict[str, str]) -> dict[str, str]:

@@ -15,18 +15,18 @@ would). Anything unreadable is a miss.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from harness_run.vocab.version import __version__
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "FORMAT",
@@ -38,12 +38,15 @@ __all__ = [
     "SESSION",
     "TURN_ENV",
     "LaunchEntry",
+    "RawChild",
     "Resolved",
     "cache_key",
     "entry_path",
     "fill",
     "load",
     "mark",
+    "reaper_argv",
+    "spawn_raw",
     "spawn_reaper",
     "store",
     "templatize",
@@ -66,9 +69,16 @@ GUARD_TOKEN: Final = "guardtoken"
 _DIR: Final = "launch-cache"
 _KEEP: Final = 64
 """Entries kept per workdir (the oldest go when a new one is written)."""
-_MARK = re.compile("\0([a-z0-9]+)\0")
 _REAPER: Final = Path(__file__).resolve().parents[1] / "runtime" / "_reaper.py"
 _HAS_PROC: Final = os.path.isdir("/proc/self")
+
+
+def reaper_argv(pid: int, tag: str) -> list[str] | None:
+    """The watchdog's command line (``runtime/_reaper.py``, see :func:`spawn_reaper`); None where it
+    cannot run (no ``/proc``)."""
+    if not _HAS_PROC:
+        return None
+    return [sys.executable, "-I", "-S", str(_REAPER), str(pid), tag]
 
 
 async def spawn_reaper(
@@ -77,15 +87,13 @@ async def spawn_reaper(
     """The watchdog (``runtime/_reaper.py``) that ends a turn's processes (group ``pid``, processes
     carrying ``tag``) if the process that started them dies first; None where it cannot run (no
     ``/proc``). ``kwargs`` go to the spawn (e.g. another uid's)."""
-    if not _HAS_PROC:
+    argv = reaper_argv(pid, tag)
+    if argv is None:
         return None
+    import asyncio
+
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-S",
-        str(_REAPER),
-        str(pid),
-        tag,
+        *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
@@ -122,9 +130,9 @@ def entry_path(workdir: Path, key: str) -> Path:
     return workdir / _DIR / f"{key}.json"
 
 
-@dataclass(frozen=True, slots=True)
-class LaunchEntry:
-    """One first turn's launch plan with placeholders (see the module docstring)."""
+class LaunchEntry(NamedTuple):
+    """One first turn's launch plan with placeholders (see the module docstring). (Named tuples, not
+    dataclasses: ``dataclasses`` costs ~10 ms of imports before the spawn.)"""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -240,8 +248,7 @@ class LaunchEntry:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(NamedTuple):
     """An entry with this run's values: a launch plan as the harness gets it (``env`` without the
     turn tag) and the directories to make first."""
 
@@ -297,15 +304,112 @@ def templatize(text: str, values: Mapping[str, str]) -> str:
 
 def fill(template: str, values: Mapping[str, str]) -> str | None:
     """``template`` with its placeholders replaced in one pass; None if it names an unknown one."""
-    missing = False
-
-    def value(match: re.Match[str]) -> str:
-        nonlocal missing
-        found = values.get(match.group(1))
+    parts = template.split("\0")
+    if len(parts) % 2 == 0:  # an unpaired NUL: not a template this module wrote
+        return None
+    for i in range(1, len(parts), 2):
+        found = values.get(parts[i])
         if found is None:
-            missing = True
-            return ""
-        return found
+            return None
+        parts[i] = found
+    return "".join(parts)
 
-    text = _MARK.sub(value, template)
-    return None if missing else text
+
+class RawChild:
+    """A process started by :func:`spawn_raw`: its pid and the parent's ends of its pipes (None:
+    closed), for the event loop to take over (``runtime/_adopt.py``)."""
+
+    __slots__ = ("close_stdin", "pending", "pid", "stderr", "stdin", "stdout")
+
+    def __init__(self, pid: int, stdin: int | None, stdout: int | None, stderr: int | None) -> None:
+        self.pid, self.stdin, self.stdout, self.stderr = pid, stdin, stdout, stderr
+        self.pending = b""
+        """What of ``stdin``'s bytes did not fit in the pipe at the spawn (written once adopted)."""
+        self.close_stdin = False
+        """Close ``stdin`` once ``pending`` is written (it was not to be kept open)."""
+
+
+def spawn_raw(
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str],
+    stdin: bytes = b"",
+    keep_stdin_open: bool = False,
+    output: bool = True,
+) -> RawChild:
+    """Start ``argv`` in a session of its own (like ``start_new_session=True``) with pipes for stdin
+    and (``output``) stdout/stderr, else /dev/null, without asyncio or subprocess: a fresh ``harness-run
+    run`` spawns the harness before it imports either. ``stdin`` is written as far as the pipe
+    takes it; the pipe is closed after it unless ``keep_stdin_open`` or something is pending.
+    Call only while this process has one thread (the working directory is changed around the
+    spawn). Raises OSError (FileNotFoundError for a missing binary or ``cwd``)."""
+    import signal
+
+    program = _exec_path(argv[0], env.get("PATH", os.defpath))
+    pipes: list[int] = []
+    try:
+        child_in, parent_in = os.pipe()
+        pipes += [child_in, parent_in]
+        if output:
+            parent_out, child_out = os.pipe()
+            parent_err, child_err = os.pipe()
+            pipes += [parent_out, child_out, parent_err, child_err]
+        else:
+            null = os.open(os.devnull, os.O_WRONLY)
+            pipes.append(null)
+            parent_out = parent_err = None
+            child_out = child_err = null
+        actions = [
+            (os.POSIX_SPAWN_DUP2, child_in, 0),
+            (os.POSIX_SPAWN_DUP2, child_out, 1),
+            (os.POSIX_SPAWN_DUP2, child_err, 2),
+        ]
+        here = os.getcwd() if cwd else None
+        if cwd:
+            os.chdir(cwd)
+        try:
+            pid = os.posix_spawn(
+                program,
+                list(argv),
+                dict(env),
+                file_actions=actions,
+                setsid=True,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as subprocess's restore_signals
+            )
+        finally:
+            if here is not None:
+                os.chdir(here)
+    except BaseException:
+        for fd in pipes:
+            os.close(fd)
+        raise
+    for fd in dict.fromkeys((child_in, child_out, child_err)):  # the child's ends: its own now
+        os.close(fd)
+    child = RawChild(pid, parent_in, parent_out, parent_err)
+    if stdin:
+        os.set_blocking(parent_in, False)
+        try:
+            written = os.write(parent_in, stdin)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # it is gone already: its exit says why
+            written = len(stdin)
+        os.set_blocking(parent_in, True)
+        child.pending = stdin[written:]
+    if not keep_stdin_open and not child.pending:
+        os.close(parent_in)
+        child.stdin = None
+    child.close_stdin = not keep_stdin_open
+    return child
+
+
+def _exec_path(program: str, path: str) -> str:
+    """``program`` as ``execvpe`` would find it on ``path`` (a name without ``/``)."""
+    if "/" in program:
+        return program
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(2, "No such file or directory", program)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,15 @@ class Cli:
         }
         self.env.pop(launch_cache.TURN_ENV, None)
 
-    def run(self, *args: str, drop: str | None = None) -> tuple[int, list[dict[str, Any]], str]:
+    def argv(self, prompt: str = "do it") -> list[str]:
+        return [EXE, "run", str(self.spec), prompt, "--json", "--secret", "DEPLOY_TOKEN"]
+
+    def run(
+        self, *args: str, drop: str | None = None, prompt: str = "do it"
+    ) -> tuple[int, list[dict[str, Any]], str]:
         env = {k: v for k, v in self.env.items() if k != drop}
         done = subprocess.run(
-            [EXE, "run", str(self.spec), "do it", "--json", "--secret", "DEPLOY_TOKEN", *args],
+            [*self.argv(prompt), *args],
             env=env,
             capture_output=True,
             text=True,
@@ -223,3 +229,94 @@ def test_a_spec_that_fails_validation_after_the_spawn_leaves_no_process(
     assert cli.spawns() == 2  # it was spawned, then stopped: gone, with the session directory it had
     assert not _alive(cli.starts.read_text().split()[-1])
     assert cli.sessions() == sessions
+
+
+def _until(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.05)
+
+
+def test_a_client_killed_after_spawning_first_takes_the_harness_with_it(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    """The harness and its reaper are spawned before the event loop exists (``os.posix_spawn``);
+    the reaper still ends the harness when the client dies by SIGKILL."""
+    cli = Cli(model, tmp_path)
+    model.add(text("done"))
+    code, _, stderr = cli.run()
+    assert code == 0, stderr
+    cli.hang.touch()  # the next "claude" spawned first sleeps instead
+    client = subprocess.Popen(
+        cli.argv(),
+        env=cli.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _until(lambda: cli.spawns() == 2, 60, "the second run spawns its harness")
+        harness = cli.starts.read_text().split()[-1]
+        assert _alive(harness)
+    finally:
+        client.kill()
+        client.wait(30)
+    _until(lambda: not _alive(harness), 15, "the harness of the killed client ends")
+
+
+def test_a_prompt_larger_than_a_pipe_reaches_the_harness_spawned_first(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A prompt bigger than the stdin pipe holds (64 KiB) is written in part at the spawn and the
+    rest once the event loop has taken the process over."""
+    cli = Cli(model, tmp_path)
+    model.add(text("done"), text("done too"))
+    code, _, stderr = cli.run()
+    assert code == 0, stderr
+    prompt = "".join(
+        f"line {i}: the quick brown fox\n" for i in range(3500)
+    )  # ~100 KB (an argument holds 128 KiB)
+    code, events, stderr = cli.run(prompt=prompt)
+    assert code == 0, stderr
+    assert cli.spawns() == 2  # one harness for the second run: spawned first and adopted
+    assert events[0]["type"] == "user" and events[0]["text"] == prompt
+    assert events[-1]["result"]["text"] == "done too"
+    assert prompt.strip() in model.requests[-1].last_user_text
+
+
+def test_a_process_spawned_before_the_event_loop_is_adopted_with_its_stdin_and_exit_status(
+    tmp_path: Path,
+) -> None:
+    """What spawn first relies on, with plain tools: the stdin that did not fit in the pipe is
+    written after adoption and then closed (``cat`` sees its end and exits); output and exit status
+    come back as from ``asyncio.create_subprocess_exec``, signals as negative codes."""
+    import asyncio
+
+    from harness_run.runtime import adopt
+
+    data = os.urandom(150_000).hex().encode()  # 300 KB: several pipe buffers
+    env = {"PATH": os.environ["PATH"]}
+    cat = launch_cache.spawn_raw(["cat"], cwd=str(tmp_path), env=env, stdin=data)
+    assert cat.pending and cat.stdin is not None
+    sleeper = launch_cache.spawn_raw(["sleep", "30"], cwd=None, env=env, keep_stdin_open=True)
+    pwd = launch_cache.spawn_raw(["sh", "-c", "pwd; exit 3"], cwd=str(tmp_path), env=env)
+
+    async def main() -> tuple[bytes, int, int, bytes, int]:
+        proc = await adopt(cat)
+        assert proc.stdout is not None
+        out = await proc.stdout.read()
+        code = await proc.wait()
+        slept = await adopt(sleeper)
+        os.kill(slept.pid, 15)
+        here = await adopt(pwd)
+        assert here.stdout is not None
+        return out, code, await slept.wait(), await here.stdout.read(), await here.wait()
+
+    out, code, signalled, where, three = asyncio.run(main())
+    assert out == data and code == 0
+    assert signalled == -15
+    assert where.decode().strip() == str(tmp_path) and three == 3
+    assert os.getcwd() != str(tmp_path)  # the spawn changed directory only around itself
+    with pytest.raises(FileNotFoundError):
+        launch_cache.spawn_raw(["no-such-binary-hr"], cwd=None, env=env)

@@ -69,6 +69,7 @@ DENIED_MARKERS = (
     "is disabled for this session",
     "unavailable tool",
     "denied",
+    'onfailure is "block"',  # Claude Code's HTTP guard hook could not answer: blocked (fail closed)
 )
 
 

@@ -19,6 +19,7 @@ from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy
 from harness_run.harness import _guard
 from harness_run.harness._guard import verdict
 from harness_run.harness._policy import guard_command, guard_rules
+from harness_run.security import GuardBroker
 from harness_run.testing import ScriptedModel, shell, text, tool_call
 
 from ._attacks import DENIED_MARKERS, HARNESSES, KNOWN_GAPS, MODELS, SHELL_ATTACKS, TOOL_ATTACKS, Canaries
@@ -337,6 +338,12 @@ async def test_a_crashing_guard_denies_on_the_real_cli(
     crashing.write_text("import sys\nsys.exit(1)\n")
     monkeypatch.setattr(_guard, "GUARD_SCRIPT", crashing)
     monkeypatch.setattr(_guard, "GUARD_CLIENT", crashing)  # the engine serves the guard: its client
+
+    async def crash(*_args: object, **_kwargs: object) -> str | None:
+        raise RuntimeError("the guard's rules blew up")
+
+    # Claude Code's hook is HTTP (no client process): the engine's verdict itself fails, a 500
+    monkeypatch.setattr(GuardBroker, "_judge", crash)
     engine = make_engine(harness=harness, model=MODELS[harness])
     marker = tmp_path / "ran.txt"
     model.add(shell(f"echo ran > {marker}"), text("done"))
@@ -383,3 +390,46 @@ def test_a_session_may_replace_the_policy() -> None:
     assert relaxed.security_policy.include_credential_guards is False
     assert spec.security_policy.include_credential_guards is True
     assert sys.executable  # the guard runs under this interpreter
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("failure", ["refused", "hangs", "not-json"])
+async def test_claude_codes_http_guard_hook_blocks_when_the_guard_cannot_answer(
+    failure: str,
+    make_engine: EngineFactory,
+    model: ScriptedModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard reaches Claude Code as an HTTP hook with ``onFailure: block``: a guard that is not
+    listening, does not answer in time or answers garbage blocks the tool call (fails closed)."""
+    from aiohttp import web
+
+    from harness_run.security import _proxy
+
+    if failure == "refused":
+        monkeypatch.setattr(
+            _proxy.ModelProxy, "guard_route", lambda self, verdict, token: "http://127.0.0.1:9/hrg/x"
+        )
+    monkeypatch.setattr(_guard, "GUARD_TIMEOUT_S", 1.0)
+    from harness_run.harness import _files
+
+    monkeypatch.setattr(_files, "GUARD_TIMEOUT_S", 1.0)
+    original = _proxy.ModelProxy._handle
+
+    async def handle(self: _proxy.ModelProxy, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/hrg/") and failure == "hangs":
+            await asyncio.sleep(5)
+        if request.path.startswith("/hrg/") and failure == "not-json":
+            return web.Response(text="allow")
+        return await original(self, request)
+
+    monkeypatch.setattr(_proxy.ModelProxy, "_handle", handle)
+    engine = make_engine(harness="claude-code", model=MODELS["claude-code"])
+    marker = tmp_path / "ran.txt"
+    model.add(shell(f"echo ran > {marker}"), text("done"))
+    session = engine.start_session()
+    result = await session.run("go", secrets=_secrets("claude-code", model, Canaries(), hidden=False))
+    assert not result.is_error, result.error
+    assert not marker.exists()  # the hook could not answer: the command did not run
+    assert 'onfailure is "block"' in model.requests[-1].tool_results[-1].lower()
