@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,26 @@ from harness_run.testing import ScriptedModel
 
 MODEL = "claude-sonnet-4-6"
 API_KEY = "scripted-dummy-key"
+EXE = str(Path(sys.executable).parent / "harness-run")
+"""The console script, as a user runs it (a fresh process: spawn first applies)."""
+
+
+def run_console(
+    argv: list[str], env: dict[str, str], cwd: Path | None = None
+) -> tuple[int, list[dict[str, Any]], str]:
+    """``harness-run ARGV`` in a fresh process: exit code, the JSON event lines of stdout, stderr."""
+    done = subprocess.run(
+        [EXE, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, events, done.stderr
 
 
 def model_secrets(model: ScriptedModel, **extra: str) -> dict[str, str]:

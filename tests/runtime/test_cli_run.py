@@ -5,10 +5,7 @@ second ``run --session`` must find the history the first one stored."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +13,7 @@ import pytest
 
 from harness_run.testing import ScriptedModel, error, text, write_file
 
-from ._helpers import API_KEY
-
-EXE = str(Path(sys.executable).parent / "harness-run")
+from ._helpers import API_KEY, run_console
 
 
 def _run(
@@ -34,18 +29,7 @@ def _run(
         "ANTHROPIC_API_KEY": API_KEY,
         "HARNESS_RUN_HOME": str(tmp_path / "home"),
     }
-    done = subprocess.run(
-        [EXE, "run", str(spec), *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, lines, done.stderr
+    return run_console(["run", str(spec), *args, "--json"], env, cwd)
 
 
 @pytest.mark.harness

@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,8 @@ from harness_run.store import SqliteStore
 from harness_run.testing import ScriptedModel, shell, text
 from harness_run.vocab import launch_cache
 
-from ._helpers import processes_with
+from ._helpers import EXE, processes_with, run_console
 
-EXE = str(Path(sys.executable).parent / "harness-run")
 SPEC = "name: sf\nharness: claude-code\nmodel: claude-sonnet-4-6\nsecrets: [DEPLOY_TOKEN]\n"
 KEY_CANARY = "sk-canary-key-7Hq2x9"
 TOKEN_CANARY = "deploy-canary-Zr41mQ"
@@ -68,17 +66,7 @@ class Cli:
         self, *args: str, drop: str | None = None, prompt: str = "do it"
     ) -> tuple[int, list[dict[str, Any]], str]:
         env = {k: v for k, v in self.env.items() if k != drop}
-        done = subprocess.run(
-            [*self.argv(prompt), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        return done.returncode, events, done.stderr
+        return run_console([*self.argv(prompt)[1:], *args], env)
 
     def spawns(self) -> int:
         return len(self.starts.read_text().split()) if self.starts.exists() else 0

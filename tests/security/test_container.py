@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 
 from harness_run import AgentSpec, SecurityPolicy, SessionConfig, local
-from harness_run.testing import ScriptedModel, shell, text
+from harness_run.testing import Reply, ScriptedModel, shell, text, tool_call
 
-from ._attacks import DENIED_MARKERS, SHELL_ATTACKS, Canaries, unguarded_env_dump
+from ._attacks import (
+    DENIED_MARKERS,
+    HISTORY_ATTACKS,
+    SHELL_ATTACKS,
+    TOOL_ATTACKS,
+    Canaries,
+    unguarded_env_dump,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 ATTACKS = (
@@ -31,6 +38,13 @@ ATTACKS = (
 )
 
 
+def _attacks(harness: str, shell_attacks: list[str]) -> list[Reply]:
+    """The shell attacks, the history-store attacks and the harness's web-fetch, sub-agent and file
+    tools, one tool call per model reply."""
+    commands = [*(SHELL_ATTACKS[name] for name in shell_attacks), *HISTORY_ATTACKS.values()]
+    return [*(shell(c) for c in commands), *(tool_call(n, dict(a)) for n, a in TOOL_ATTACKS[harness])]
+
+
 @pytest.fixture(scope="module")
 def options(container_options: dict[str, Any]) -> dict[str, Any]:
     return {**container_options, "isolation": "container"}
@@ -45,11 +59,12 @@ async def test_guards_and_proxy_hold_in_the_container(options: dict[str, Any], t
         engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
         try:
             secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": canaries.model_key}
-            model.add(*(shell(SHELL_ATTACKS[name]) for name in ATTACKS), text("done"))
+            attacks = _attacks("claude-code", list(ATTACKS))
+            model.add(*attacks, text("done"))
             guarded = await engine.start_session().run("collect the credentials", secrets=secrets)
             assert not guarded.is_error, guarded.error
             outputs = model.requests[-1].tool_results
-            assert len(outputs) == len(ATTACKS)
+            assert len(outputs) == len(attacks)
             assert all(any(m in o.lower() for m in DENIED_MARKERS) for o in outputs), outputs
 
             dump = await unguarded_env_dump(engine, model, secrets)
@@ -79,11 +94,12 @@ async def test_guards_and_proxy_hold_in_the_container_on_codex_and_opencode(
         try:
             secrets = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": canaries.model_key}
             guarded = engine.start_session(config=SessionConfig(harness=harness, model=model_id))
-            model.add(*(shell(SHELL_ATTACKS[name]) for name in attacks), text("done"))
+            replies = _attacks(harness, attacks)
+            model.add(*replies, text("done"))
             result = await guarded.run("collect the credentials", secrets=secrets)
             assert not result.is_error, result.error
             outputs = model.requests[-1].tool_results
-            assert len(outputs) == len(attacks)
+            assert len(outputs) == len(replies)
             assert all(any(m in o.lower() for m in DENIED_MARKERS) for o in outputs), outputs
 
             relaxed = engine.start_session(
