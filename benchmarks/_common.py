@@ -82,8 +82,27 @@ def claude_binary() -> str:
     return ClaudeCodeDriver().locate()
 
 
+# what the bare CLI gets from the shell it is run from, as harness-run passes it through to the
+# harness (``security/_secrets._PASS_THROUGH``): on this VM the shell sets NODE_EXTRA_CA_CERTS etc.,
+# and Node reading that bundle costs ~20 ms at every start — both sides pay it, or neither
+_SHELL_VARS = (
+    "PATH",
+    "LANG",
+    "TMPDIR",
+    "TERM",
+    "SHELL",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+)
+
+
 def cli_env(url: str, home: Path) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ("PATH", "LANG", "TMPDIR") if k in os.environ}
+    env = {k: os.environ[k] for k in _SHELL_VARS if k in os.environ}
     env.update(
         {
             "ANTHROPIC_BASE_URL": url,

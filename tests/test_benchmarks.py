@@ -187,6 +187,7 @@ def test_model_proxy_benchmark_prints_latencies() -> None:
         "proxy_turn_ratio",
         "guard_hook_p50_ms",
         "guard_script_p50_ms",
+        "guard_http_p50_ms",
     ):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
 
