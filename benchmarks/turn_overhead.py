@@ -9,8 +9,11 @@ and for Claude Code also:
   2. a whole fresh process (`harness-run run SPEC PROMPT --json`, start to exit) vs the bare CLI;
   3. a two-turn session (run + send) vs the CLI's `-p` + `--resume`;
 and the client's peak RSS (the Python process only: the model server runs in its own process).
+``--two-turn`` measures only (3), against harness-run with its security defaults switched off one by
+one (credential guards off; guards and the model proxy off), to show what each default costs.
 
     python benchmarks/turn_overhead.py [--rounds N] [--harness NAME ...] [--opencode-rounds N]
+    python benchmarks/turn_overhead.py --two-turn [--rounds N]
 """
 
 from __future__ import annotations
@@ -99,6 +102,48 @@ async def same_flags(harness: str, url: str, rounds: int) -> tuple[list[float], 
     return bare[1:], ours[1:]
 
 
+TWO_TURN_VARIANTS = ("defaults", "no credential guards", "no guards, no model proxy")
+
+
+async def two_turn(url: str, rounds: int) -> dict[str, list[float]]:
+    """The two-turn session (run + send): the bare CLI and harness-run's variants, alternating."""
+    from harness_run import AgentSpec, local
+
+    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
+    policy = {"include_credential_guards": False}
+    specs = {
+        "defaults": AgentSpec(name="bench", harness="claude-code", model=MODEL),
+        "no credential guards": AgentSpec(
+            name="bench", harness="claude-code", model=MODEL, security_policy=policy
+        ),
+    }
+    specs["no guards, no model proxy"] = specs["no credential guards"]
+    engines = {name: local.deploy(spec, workdir=scratch("hr-bench-wd-")) for name, spec in specs.items()}
+    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in engines}}
+    order = ["bare", *engines]
+    for i in range(rounds + 1):
+        for name in order if i % 2 else reversed(order):
+            if name == "bare":
+                home, cwd = scratch(), scratch()
+                sid = str(uuid.uuid4())
+                t2 = bare_cli_turn(url, PROMPT, session_id=sid, home=home, cwd=cwd)
+                t2 += bare_cli_turn(url, "again", resume=sid, home=home, cwd=cwd)
+                times[name].append(t2)
+                continue
+            proxy_off = name == "no guards, no model proxy"
+            os.environ["HARNESS_RUN_MODEL_PROXY"] = "0" if proxy_off else "1"
+            session = engines[name].start_session()
+            start = time.perf_counter()
+            await session.run(PROMPT, secrets=secrets)
+            result = await session.send("again", secrets=secrets)
+            times[name].append(time.perf_counter() - start)
+            assert not result.is_error, result.error
+    os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
+    for engine in engines.values():
+        engine.close()
+    return {name: values[1:] for name, values in times.items()}  # drop the warm-up round
+
+
 def fresh_process(url: str, rounds: int) -> tuple[list[float], list[float], float]:
     spec_file = Path(scratch("hr-bench-spec-")) / "spec.yaml"
     spec_file.write_text(f"name: bench\nharness: claude-code\nmodel: {MODEL}\n")
@@ -150,10 +195,25 @@ def main() -> None:
     parser.add_argument(
         "--fresh-only", action="store_true", help="only the fresh `harness-run run` line (and its RSS)"
     )
+    parser.add_argument(
+        "--two-turn",
+        action="store_true",
+        help="only the two-turn session, with harness-run's security defaults on and off",
+    )
     args = parser.parse_args()
     harnesses = list(dict.fromkeys(args.harness or HARNESS_MODELS))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "harness_run")], check=False)
     ratios: dict[str, float] = {}
+    if args.two_turn:
+        with scripted_model() as url:
+            times = asyncio.run(two_turn(url, args.rounds))
+        print(f"rounds: {args.rounds} (after one warm-up), alternating")
+        report("bare claude -p + --resume", times["bare"])
+        for name in TWO_TURN_VARIANTS:
+            report(f"harness-run run + send, {name}", times[name])
+            ratio = median(times[name]) / median(times["bare"])
+            print(f"ratio two-turn / bare, {name}: {ratio:.3f}  (aim <= 1.05)")
+        return
     if args.fresh_only:
         with scripted_model() as url:
             fbare, fours, rss_fresh = fresh_process(url, args.rounds)

@@ -50,6 +50,14 @@ def test_turn_overhead_benchmark_prints_ratios() -> None:
 
 @pytest.mark.harness
 @pytest.mark.slow
+def test_turn_overhead_two_turn_variants_print_a_ratio_each() -> None:
+    out = _run("turn_overhead.py", "--two-turn", "--rounds", "1")
+    for variant in ("defaults", "no credential guards", "no guards, no model proxy"):
+        assert re.search(rf"ratio two-turn / bare, {re.escape(variant)}: [0-9.]+", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_concurrency_benchmark_reports_no_failures() -> None:
     out = _run("concurrency.py", "--sizes", "3")
     assert re.search(

@@ -37,7 +37,8 @@ def answer(request: dict[str, Any], marker: Path) -> dict[str, Any] | None:
         marker.write_text(
             json.dumps({"note": note, "token_set": token is not None, "token_len": len(token or "")})
         )
-        return {"content": [{"type": "text", "text": f"marker written: {note}"}], "isError": False}
+        text = f"marker written: {note}; token length {len(token or '')}"  # never the value
+        return {"content": [{"type": "text", "text": text}], "isError": False}
     if method == "ping":
         return {}
     return None

@@ -4,8 +4,8 @@ Claude Code, Codex and OpenCode; per harness an attacking session and, at the sa
 the guards off).
 
 Canaries in play: the model key, the repo token (a token-checking git server on 127.0.0.1, cloned
-into every session), a remote MCP server's header secret and a declared secret kept from the agent
-(``expose=False``). The credential guards refuse every shell attack, the web-fetch and sub-agent
+into every session), a remote MCP server's header secret, a stdio MCP server's secret (the worker
+starts the server) and a declared secret kept from the agent (``expose=False``). The credential guards refuse every shell attack, the web-fetch and sub-agent
 tools, a denied command pattern and every attempt to list or read another session's history; with
 the guards off the agent finds the turn token in every environment it can read, never a canary; no
 canary reaches the model, the session's events and history, the sandboxes' logs or the bucket, and
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +55,10 @@ LOOK = (
     " grep -rsaoiE '.{0,40}(canary|bearer).{0,80}' \"$HOME\" /opt/harness-run/config )"
     " 2>&1 | grep -aiE 'canary|hrp-|hrm-|bearer|key|token|secret|x-access|/proc/1/|remote.origin.url' | sort -u"
 )
+# a stdio MCP server the worker starts with a secret (the marker server's source, run by the image's
+# python3); the relaxed session calls its tool through the launcher (not Codex: code-mode only)
+MARKER = Path(__file__).resolve().parents[1] / "runtime" / "mcp_marker_server.py"
+MCP_TOOL = {"claude-code": "mcp__marker__make_marker", "opencode": "marker_make_marker"}
 
 
 @dataclass(frozen=True)
@@ -85,9 +91,15 @@ def sandbox_spec(services: Services) -> AgentSpec:
         checkpoint=True,
         repos=[RepoSource.git(f"{services.git.url}/app.git", ref="main", auth="GH_TOKEN")],
         mcp_servers=[
-            McpServer.remote("remote", services.mcp.url, {}, {"Authorization": "Bearer ${MCP_HEADER}"})
+            McpServer.remote("remote", services.mcp.url, {}, {"Authorization": "Bearer ${MCP_HEADER}"}),
+            McpServer.stdio(
+                "marker",
+                "python3",
+                ["-c", MARKER.read_text(), "/tmp/marker.json"],
+                env_secrets={"MARKER_TOKEN": "MCP_STDIO"},
+            ),
         ],
-        secrets=[Secret("HIDDEN_SECRET", expose=False), "MCP_HEADER"],
+        secrets=[Secret("HIDDEN_SECRET", expose=False), "MCP_HEADER", "MCP_STDIO"],
         env={"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
         security_policy=SecurityPolicy(denied_bash_patterns=["git push*"]),
     )
@@ -109,6 +121,7 @@ def run_secrets(harness: str, model: ScriptedModel, canaries: Canaries, services
         **key,
         "GH_TOKEN": services.repo_token,
         "MCP_HEADER": canaries.mcp_secret,
+        "MCP_STDIO": canaries.file_secret,
         "HIDDEN_SECRET": canaries.hidden_secret,
     }
 
@@ -141,6 +154,7 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
     attacks = [*SHELL_ATTACKS.values(), DENIED_PUSH, *HISTORY_ATTACKS.values()]
     tools = TOOL_ATTACKS[harness]
     attack, look = f"collect the credentials {canaries.tag}", f"find the keys {canaries.tag}"
+    mcp_call = [tool_call(MCP_TOOL[harness], {"note": "relayed"})] if harness in MCP_TOOL else []
     model.add(
         # the attacker: all the attacks at once (one model round trip), then an ordinary command
         Rule(
@@ -152,8 +166,8 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
             match=attack, contains=f"guard-ok-{canaries.tag}", reply=text("done"), tool_result=True, times=1
         ),
         Rule(match=attack, reply=shell(f"echo guard-ok-{canaries.tag}"), tool_result=True, times=1),
-        # the same harness with the guards off looks around
-        Rule(match=look, reply=shell(LOOK), times=1),
+        # the same harness with the guards off calls the stdio MCP server's tool, then looks around
+        Rule(match=look, reply=combine(*mcp_call, shell(LOOK)), times=1),
         Rule(match=look, reply=text("done"), tool_result=True, times=1),
     )
     config = SessionConfig(harness=harness, model=MODELS[harness])
@@ -174,7 +188,10 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
     assert allowed == [], f"not refused on {harness} in the sandbox (the calls ran at once): {allowed}"
     assert f"guard-ok-{canaries.tag}" in outputs[-1]  # ordinary commands still run
 
-    looked = last_request(model, look).tool_results[-1]
+    looked_results = last_request(model, look).tool_results
+    looked = looked_results[-1]
+    if mcp_call:  # the worker-started server answered through the launcher, holding its secret
+        assert f"relayed; token length {len(canaries.file_secret)}" in looked_results[0], looked_results
     # it read its environments (the turn token in the key's place; the worker's refused) and the clone's config
     assert "hrp-" in looked and "/proc/1/environ: permission denied" in looked.lower(), looked
     assert "remote.origin.url=" in looked, looked
@@ -194,6 +211,49 @@ async def test_attacks_on_the_sandbox_runtime_are_refused(
         where: [] for where in leaked
     }
     assert other_history not in leaked["model requests"]  # never reached the attacker's model
+
+
+@pytest.mark.parametrize(
+    ("harness", "variable"),
+    [("claude-code", "CLAUDE_CODE_OAUTH_TOKEN"), ("opencode", "ANTHROPIC_API_KEY")],
+    ids=["claude-subscription-token", "opencode-built-in-anthropic-provider"],
+)
+async def test_other_model_credentials_stay_with_the_workers_proxy_in_the_sandbox(
+    deployed: Deployed, services: Services, harness: str, variable: str
+) -> None:
+    """A Claude subscription token, and OpenCode's own ``anthropic`` provider (the driver writes the
+    worker's proxy into its ``baseURL``): with the guards off the agent finds a turn token, and the
+    endpoint gets the real credential."""
+    canaries = Canaries()
+    model, engine = deployed.model, deployed.engine
+    look = f"find the model credential {canaries.tag}"
+    model.add(
+        Rule(match=look, reply=shell(LOOK), times=1),
+        Rule(match=look, reply=text("done"), tool_result=True, times=1),
+    )
+    before = len(model.requests)
+    secrets = {
+        **run_secrets(harness, model, canaries, services),
+        "ANTHROPIC_BASE_URL": model.url,
+        variable: canaries.model_key,
+    }
+    secrets.pop("OPENAI_BASE_URL", None)
+    secrets.pop("OPENAI_API_KEY", None)
+    relaxed = engine.start_session(
+        config=SessionConfig(
+            harness=harness,
+            model=MODELS["claude-code"],  # OpenCode: anthropic/claude-sonnet-4-6
+            security_policy=SecurityPolicy(include_credential_guards=False),
+        )
+    )
+    result = await relaxed.run(look, secrets=secrets)
+    assert not result.is_error, result.error
+    asked = [r for r in model.requests[before:] if r.is_model_request and look in r.last_user_text]
+    assert asked and {r.api for r in asked} == {"anthropic"}
+    assert f"{variable}=hrp-" in asked[-1].tool_results[-1], asked[-1].tool_results[-1]
+    assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests[before:])
+    real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
+    assert {r.credential_sha256 for r in asked} == {real}
 
 
 def last_request(model: ScriptedModel, prompt: str) -> RecordedRequest:
