@@ -30,10 +30,13 @@ are sent as ``<vendor>/<model>``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
+from harness_run.errors import UsageError
 from harness_run.events import (
     AgentEvent,
     ErrorEvent,
@@ -162,6 +165,27 @@ class CodexDriver:
         refuse(self.name, problems)
         refuse_policy(spec.security_policy, self.name)
 
+    def check_sandbox(self, spec: AgentSpec, binary: str, home: Path) -> None:
+        """When the spec needs Codex's own sandbox (``security_policy.deny_network``, or a
+        ``permission_mode`` other than ``bypassPermissions``), refuse — naming the field and the fix —
+        where that sandbox cannot start (bubblewrap needs user namespaces, which a container's default
+        seccomp profile refuses): every shell command of the turn would fail otherwise."""
+        fields = [
+            *(["security_policy.deny_network"] if spec.security_policy.deny_network else []),
+            *(["permission_mode"] if spec.permission_mode != "bypassPermissions" else []),
+        ]
+        if not fields:
+            return
+        why = _sandbox_failure(binary, home)
+        if why is None:
+            return
+        raise UsageError(
+            f"{' and '.join(fields)} need Codex's sandbox, which cannot start here ({why}), so every "
+            "shell command of the turn would fail. Fix: in a container or pod use the spec's "
+            "network: none (enforced per uid by the worker) and permission_mode: bypassPermissions "
+            "(the container is the sandbox); on a host, allow unprivileged user namespaces"
+        )
+
     def codex_home(self, ctx: TurnContext) -> Path:
         return ctx.home / ".codex"
 
@@ -202,6 +226,7 @@ class CodexDriver:
             settings["developer_instructions"] = spec.system_prompt.text
         if _WEB_SEARCH & set(spec.disallowed_tools):
             settings["web_search"] = "disabled"
+        self.check_sandbox(spec, self.locate(ctx.binary), home)
         hook = guard_command(spec.security_policy, env=ctx.env)
         files[home / "config.toml"] = codex_files(spec, settings, hook, ctx.env)["config.toml"]
 
@@ -317,6 +342,44 @@ def _error_text(message: Any) -> str:
         return text
     inner = as_dict(as_dict(data).get("error")).get("message")
     return inner if isinstance(inner, str) else text
+
+
+_SANDBOX_PROBE_S: Final = 30.0
+_sandbox_probes: dict[str, str | None] = {}
+"""binary -> why its sandbox cannot start here (None: it starts); probed once per process."""
+
+
+def _sandbox_failure(binary: str, home: Path) -> str | None:
+    """Run ``codex sandbox -- true`` once per binary (~50 ms): None when Codex's sandbox starts,
+    else the first line of what it said."""
+    if binary in _sandbox_probes:
+        return _sandbox_probes[binary]
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            [binary, "sandbox", "--", "true"],
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "CODEX_HOME": str(home),
+                "HOME": str(home.parent),
+            },
+            capture_output=True,
+            text=True,
+            timeout=_SANDBOX_PROBE_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        failure: str | None = f"`codex sandbox` did not run: {type(exc).__name__}"
+    else:
+        said = [
+            line.strip()
+            for line in (done.stderr + done.stdout).splitlines()
+            if line.strip() and not line.startswith("WARNING")
+        ]
+        failure = None if done.returncode == 0 else (said[0] if said else f"exit {done.returncode}")[:300]
+    _sandbox_probes[binary] = failure
+    return failure
 
 
 def _explained(message: str) -> str:

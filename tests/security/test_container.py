@@ -297,3 +297,43 @@ async def test_a_stdio_mcp_secret_reaches_only_its_server_in_the_container(
         assert f"via the launcher; token length {len(canaries.mcp_secret)}" in results[0], results
     assert "HARNESS_RUN_MCP_TOKEN=hrm-" in results[-1], results[-1]  # it looked: a turn token
     assert canaries.mcp_secret not in "\n".join(json.dumps(r.body) for r in model.requests)
+
+
+async def test_deny_network_in_the_container(options: dict[str, Any], tmp_path: Path) -> None:
+    """Codex's sandbox (bubblewrap: user namespaces, which the container's seccomp profile refuses)
+    cannot cut its shell's network in a container: the turn is an error result naming the field and
+    the fix, nothing starts, and a session without the setting works. Claude Code and OpenCode
+    refuse the setting, naming it, before anything starts."""
+    import socket
+
+    from harness_run import SpecError
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    spec = AgentSpec(name="sec-ctr-multi", env={"HARNESS_RUN_CODEX_MAX_RETRIES": "0"}, **MULTI)
+    policy = SecurityPolicy(deny_network=True)
+    with ScriptedModel() as model:
+        engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
+        try:
+            secrets = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-dummy-key"}
+            codex = SessionConfig(harness="codex", model=MODELS["codex"])
+            refused = engine.start_session(config=codex.model_copy(update={"security_policy": policy}))
+            cut = await refused.run(f"git ls-remote http://127.0.0.1:{port}/repo.git", secrets=secrets)
+            assert model.requests == []  # refused before Codex started: nothing reached the model
+            model.add(shell("echo still-runs"), text("done"))
+            after = await engine.start_session(config=codex).run("go on", secrets=secrets)
+            for harness in ("claude-code", "opencode"):
+                config = SessionConfig(harness=harness, model=MODELS[harness], security_policy=policy)
+                with pytest.raises(SpecError) as caught:
+                    await engine.start_session(config=config).run("go", secrets=secrets)
+                assert caught.value.issues[0].path == "security_policy.deny_network"
+        finally:
+            await engine.aclose()
+    with pytest.raises(TimeoutError):
+        listener.accept()
+    listener.close()
+    assert cut.is_error and cut.error is not None
+    assert "security_policy.deny_network" in cut.error and "network: none" in cut.error, cut.error
+    assert not after.is_error, after.error
+    assert "still-runs" in model.requests[-1].tool_results[-1]
