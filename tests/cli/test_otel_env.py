@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from runtime._helpers import run_console
 from testkit.otel import read_span_lines
 
 from harness_run.testing import ScriptedModel, shell, text
 
 pytestmark = pytest.mark.harness
 
-EXE = str(Path(sys.executable).parent / "harness-run")
 CANARY = "canary-5d0c8a7e31f94b26"
 
 
@@ -38,16 +38,8 @@ def test_run_exports_one_trace_from_the_environment(scripted_model: ScriptedMode
         "HARNESS_RUN_OTEL_FILE": str(spans_file),
         "OTEL_SERVICE_NAME": "cli-under-test",
     }
-    done = subprocess.run(
-        [EXE, "run", str(spec), "show it", "--secret", "CANARY", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr
+    code, _events, stderr = run_console(["run", str(spec), "show it", "--secret", "CANARY", "--json"], env)
+    assert code == 0, stderr
     spans = read_span_lines(spans_file)
     names = {s["name"] for s in spans}
     assert {"harness-run run", "harness_run.turn", "harness_run.harness", "harness_run.tool"} <= names

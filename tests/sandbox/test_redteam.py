@@ -95,7 +95,7 @@ def sandbox_spec(services: Services) -> AgentSpec:
             McpServer.stdio(
                 "marker",
                 "python3",
-                ["-c", MARKER.read_text(), "/tmp/marker.json"],
+                ["-c", MARKER.read_text(), "/tmp/marker.json"],  # fresh-machine ok: in the sandbox
                 env_secrets={"MARKER_TOKEN": "MCP_STDIO"},
             ),
         ],

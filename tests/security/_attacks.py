@@ -101,6 +101,13 @@ class Canaries:
         return [self.model_key, self.hidden_secret, self.mcp_secret, self.repo_token, self.file_secret]
 
 
+def model_secrets(harness: str, model: ScriptedModel, key: str) -> dict[str, str]:
+    """The per-run secrets pointing ``harness`` at the scripted model with ``key``."""
+    if harness == "claude-code":
+        return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": key}
+    return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": key}
+
+
 async def unguarded_env_dump(engine: Engine, model: ScriptedModel, secrets: dict[str, str]) -> str:
     """With the credential guards off (the proxy alone), the agent prints its environment and its
     parent's: what it printed."""

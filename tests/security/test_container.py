@@ -24,6 +24,7 @@ from ._attacks import (
     SHELL_ATTACKS,
     TOOL_ATTACKS,
     Canaries,
+    model_secrets,
     unguarded_env_dump,
 )
 from ._mcp_http import McpHttpServer
@@ -179,11 +180,7 @@ async def test_the_agent_in_the_container_holds_no_repo_token_or_mcp_header_secr
                 shell('env | sort; tr "\\0" "\\n" < /proc/$PPID/environ; cat app/.git/config'),
                 text("done"),
             )
-            base = (
-                {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-dummy-key"}
-                if harness == "claude-code"
-                else {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-dummy-key"}
-            )
+            base = model_secrets(harness, model, "sk-dummy-key")
             secrets = {**base, "GH_TOKEN": token, "MCP_HEADER": header}
             result = await session.run("commit, push, look around", secrets=secrets)
             assert not result.is_error, result.error
@@ -254,7 +251,7 @@ async def test_a_stdio_mcp_secret_reaches_only_its_server_in_the_container(
     server = McpServer.stdio(  # the marker server's source, run by the image's python3
         "marker",
         "python3",
-        ["-c", MARKER.read_text(), f"/tmp/marker-{canaries.tag}.json"],
+        ["-c", MARKER.read_text(), f"/tmp/marker-{canaries.tag}.json"],  # fresh-machine ok: in the container
         env_secrets={"MARKER_TOKEN": "MCP_SECRET"},
     )
     spec = AgentSpec(
@@ -282,11 +279,7 @@ async def test_a_stdio_mcp_secret_reaches_only_its_server_in_the_container(
             if harness in MCP_TOOL:  # Codex's model reaches MCP tools from code-mode only
                 model.add(tool_call(MCP_TOOL[harness], {"note": "via the launcher"}))
             model.add(shell(look), text("done"))
-            base = (
-                {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-dummy-key"}
-                if harness == "claude-code"
-                else {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-dummy-key"}
-            )
+            base = model_secrets(harness, model, "sk-dummy-key")
             secrets = {**base, "MCP_SECRET": canaries.mcp_secret}
             result = await session.run("use the tool, then look around", secrets=secrets)
             assert not result.is_error, result.error

@@ -14,10 +14,9 @@ import pytest
 from harness_run import McpServer, SecurityPolicy
 from harness_run.testing import ScriptedModel, shell, text, tool_call
 
-from ._attacks import HARNESSES, MODELS, Canaries
+from ._attacks import HARNESSES, MODELS, Canaries, model_secrets
 from ._mcp_http import McpHttpServer
 from .conftest import EngineFactory
-from .test_model_proxy import _secrets  # pyright: ignore[reportPrivateUsage]
 
 MARKER = Path(__file__).resolve().parents[1] / "runtime" / "mcp_marker_server.py"
 # the environment of every process of the turn's session (the CLI and all it started), the agent's
@@ -69,7 +68,7 @@ async def _scenario(
         model.add(tool_call(MCP_TOOL[harness], {"note": "via the launcher"}))
     model.add(shell(LOOK), text("done"))
     secrets = {
-        **_secrets(harness, model, canaries.model_key),
+        **model_secrets(harness, model, canaries.model_key),
         "MCP_SECRET": canaries.mcp_secret,
         "MCP_HEADER": header,
     }

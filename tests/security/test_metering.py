@@ -16,9 +16,8 @@ from harness_run.testing import ScriptedModel, shell, text
 from harness_run.testing import Usage as WireUsage
 from harness_run.vocab.pricing import price
 
-from ._attacks import HARNESSES, MODELS
+from ._attacks import HARNESSES, MODELS, model_secrets
 from .conftest import EngineFactory
-from .test_model_proxy import _secrets  # pyright: ignore[reportPrivateUsage]
 
 
 def _wire_totals(model: ScriptedModel) -> tuple[Usage, float]:
@@ -59,7 +58,7 @@ async def test_the_result_carries_the_usage_and_cost_metered_on_the_wire(
     model.add(shell("echo metered", usage=first), text("done", usage=last))
     caplog.set_level(logging.INFO, logger="harness_run.security")
     session = engine.start_session()
-    result = await session.run("meter me", secrets=_secrets(harness, model, "sk-metering-key-0123"))
+    result = await session.run("meter me", secrets=model_secrets(harness, model, "sk-metering-key-0123"))
     assert not result.is_error, result.error
 
     usage, cost = _wire_totals(model)
@@ -83,7 +82,7 @@ async def test_the_request_that_would_pass_the_budget_is_refused(
     expensive = WireUsage(input_tokens=200_000, output_tokens=50)
     model.add(shell("echo spent > spent.txt", usage=expensive), text("never sent"))
     session = engine.start_session()
-    result = await session.run("spend", secrets=_secrets(harness, model, "sk-budget-key-0123456"))
+    result = await session.run("spend", secrets=model_secrets(harness, model, "sk-budget-key-0123456"))
 
     assert result.is_error and result.stop_reason == "max_budget", result
     assert result.error is not None and "maximum budget ($0.05)" in result.error, result.error

@@ -16,17 +16,11 @@ from harness_run import SecurityPolicy
 from harness_run.security import ModelProxy
 from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from ._attacks import HARNESSES, MODELS, Canaries
+from ._attacks import HARNESSES, MODELS, Canaries, model_secrets
 from .conftest import EngineFactory
 
 # the key, wherever the agent could look for it (with the credential guards off: the proxy alone)
 LOOK = 'env | sort; echo; cat /proc/$PPID/environ | tr "\\0" "\\n"; echo; ps -o pid= -p $PPID'
-
-
-def _secrets(harness: str, model: ScriptedModel, key: str) -> dict[str, str]:
-    if harness == "claude-code":
-        return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": key}
-    return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": key}
 
 
 @pytest.mark.harness
@@ -42,7 +36,7 @@ async def test_the_agent_never_holds_the_model_key(
     )
     session = engine.start_session()
     model.add(shell(LOOK), text("done"))
-    result = await session.run("find the key", secrets=_secrets(harness, model, canaries.model_key))
+    result = await session.run("find the key", secrets=model_secrets(harness, model, canaries.model_key))
     assert not result.is_error, result.error
 
     looked = model.requests[-1].tool_results[-1]

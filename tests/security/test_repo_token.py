@@ -17,7 +17,7 @@ from harness_run.security import GitBroker
 from harness_run.spec import GitRepo
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._attacks import HARNESSES, MODELS, Canaries
+from ._attacks import HARNESSES, MODELS, Canaries, model_secrets
 from .conftest import EngineFactory
 
 HELPER = Path(__file__).resolve().parents[2] / "harness_run" / "security" / "_git_helper.py"
@@ -25,15 +25,6 @@ PUSH = (
     "cd app && echo {n} > {n}.txt && git add -A && git -c user.name=a -c user.email=a@a commit -qm {n} "
     "&& git push -q origin HEAD:main && echo pushed-{n}"
 )
-
-
-def _secrets(harness: str, model: ScriptedModel, token: str) -> dict[str, str]:
-    base = (
-        {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-dummy-key"}
-        if harness == "claude-code"
-        else {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-dummy-key"}
-    )
-    return {**base, "GH_TOKEN": token}
 
 
 def _ask_helper(env: dict[str, str], url: str) -> str:
@@ -75,7 +66,10 @@ async def test_the_agent_pushes_without_ever_holding_the_repo_token(
             shell(look),
             text("done"),
         )
-        result = await session.run("commit, push, look around", secrets=_secrets(harness, model, token))
+        result = await session.run(
+            "commit, push, look around",
+            secrets={**model_secrets(harness, model, "sk-dummy-key"), "GH_TOKEN": token},
+        )
         assert not result.is_error, result.error
         assert log(bare) == ["one", "init"]  # the agent's own push authenticated
         assert git_server.authorized > 0
