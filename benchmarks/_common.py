@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRATCH = Path(tempfile.mkdtemp(prefix="hr-bench-"))
@@ -119,15 +120,25 @@ def cli_env(url: str, home: Path) -> dict[str, str]:
     return env
 
 
-def bare_cli_turn(
+def bare_cli_turn(url: str, prompt: str, **where: Any) -> float:
+    """One `claude -p` turn exactly as a user would run it headless; returns seconds. ``where``:
+    :func:`bare_cli_timed`'s ``resume``, ``session_id``, ``home`` and ``cwd``."""
+    return bare_cli_timed(url, prompt, **where)[0]
+
+
+def bare_cli_timed(
     url: str,
     prompt: str,
+    *extra: str,
     resume: str | None = None,
     session_id: str | None = None,
     home: Path | None = None,
     cwd: Path | None = None,
-) -> float:
-    """One `claude -p` turn exactly as a user would run it headless; returns seconds."""
+) -> tuple[float, float]:
+    """:func:`bare_cli_turn` with ``extra`` arguments: (wall seconds, CPU seconds of the CLI and the
+    children it waited for)."""
+    import resource
+
     home = home or scratch("home-")
     cwd = cwd or scratch("ws-")
     argv = [
@@ -141,11 +152,13 @@ def bare_cli_turn(
         MODEL,
         "--permission-mode",
         "bypassPermissions",
+        *extra,
     ]
     if resume:
         argv += ["--resume", resume]
     elif session_id:
         argv += ["--session-id", session_id]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         argv,
@@ -157,9 +170,10 @@ def bare_cli_turn(
         stdin=subprocess.DEVNULL,
     )
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or '"is_error":false' not in done.stdout.replace(" ", ""):
         raise SystemExit(f"bare CLI turn failed: {done.stdout[-500:]} {done.stderr[-500:]}")
-    return elapsed
+    return elapsed, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def median(values: list[float]) -> float:

@@ -239,3 +239,13 @@ def test_agent_netrules_benchmark_prints_costs(container_options: object) -> Non
     out = _run("agent_netrules.py", "--smoke", timeout=900)
     for label in ("netrules_install_ms", "netrules_connect_agent_added_us", "netrules_connect_worker_on_us"):
         assert re.search(rf"^{label} -?[0-9.]+$", out, re.MULTILINE), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_guard_hook_kinds_benchmark_prints_a_ratio_per_kind() -> None:
+    out = _run("guard_hook_kinds.py", "--smoke")
+    for kind in ("none", "http", "command_true", "command_client"):
+        assert re.search(
+            rf"^hook_{kind}_ms [0-9]+ .* ratio [0-9.]+  cpu ratio [0-9.]+$", out, re.MULTILINE
+        ), out

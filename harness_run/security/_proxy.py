@@ -152,12 +152,16 @@ class _GoogleToken:
 
 
 def _credentials_file(path: str) -> Any:
-    """A run's own credentials file: a service-account key or an authorized-user file (the kinds
-    that hold what they need; others — external accounts — come through ADC)."""
+    """A run's own credentials file — a service-account key or an authorized-user file (the kinds
+    that hold what they need; others — external accounts — come through ADC) — named by its path,
+    or its content (a worker on another machine gets the content: ``inline_google_credentials``)."""
     import json
 
-    with open(path, encoding="utf-8") as handle:
-        info: Any = json.load(handle)
+    if path.lstrip().startswith("{"):
+        info: Any = json.loads(path)
+    else:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
     kind: object = cast("dict[str, object]", info).get("type") if isinstance(info, dict) else None
     if kind == "service_account":
         module: Any = importlib.import_module("google.oauth2.service_account")

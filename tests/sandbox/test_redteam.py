@@ -31,12 +31,15 @@ from security._attacks import (
     MODELS,
     SHELL_ATTACKS,
     TOOL_ATTACKS,
+    VERTEX_LOOK,
     Canaries,
+    vertex_key_file,
 )
 from security._mcp_http import McpHttpServer
 from testkit.git_http import GitHttpServer, make_bare_repo
+from testkit.listeners import ALLOWED_BODY, Canary, allowed_server, canary_listener
 
-from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, SessionConfig
+from harness_run import AgentSpec, McpServer, RepoSource, Secret, SecurityPolicy, SessionConfig, SpecError
 from harness_run.testing import RecordedRequest, Rule, ScriptedModel, combine, shell, text, tool_call
 
 from .conftest import Deployed
@@ -63,11 +66,15 @@ MCP_TOOL = {"claude-code": "mcp__marker__make_marker", "opencode": "marker_make_
 
 @dataclass(frozen=True)
 class Services:
-    """What the module's spec points at on the host's 127.0.0.1, and the module's repo token."""
+    """What the module's spec points at on the host's 127.0.0.1, and the module's repo token: the
+    git and MCP servers, the one host the spec's ``network`` allows, and a canary no connection may
+    reach."""
 
     git: GitHttpServer
     mcp: McpHttpServer
     repo_token: str
+    allowed: int
+    canary: Canary
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +82,14 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("srv")
     make_bare_repo(root, "app", {"README.md": "app\n"})
     token = f"canary-repo-{uuid.uuid4().hex[:12]}"
-    with GitHttpServer(root, token) as git, McpHttpServer() as mcp:
-        yield Services(git, mcp, token)
+    with (
+        GitHttpServer(root, token) as git,
+        McpHttpServer() as mcp,
+        allowed_server() as allowed,
+        canary_listener() as canary,
+    ):
+        yield Services(git, mcp, token, allowed, canary)
+        assert canary.hits == 0  # the oracle of every test of the module
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +115,7 @@ def sandbox_spec(services: Services) -> AgentSpec:
         secrets=[Secret("HIDDEN_SECRET", expose=False), "MCP_HEADER", "MCP_STDIO"],
         env={"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"},
         security_policy=SecurityPolicy(denied_bash_patterns=["git push*"]),
+        network=[f"127.0.0.1:{services.allowed}"],  # the agent's way out: the worker's egress proxy
     )
 
 
@@ -254,6 +268,94 @@ async def test_other_model_credentials_stay_with_the_workers_proxy_in_the_sandbo
     assert canaries.model_key not in "\n".join(json.dumps(r.body) for r in model.requests[before:])
     real = hashlib.sha256(canaries.model_key.encode()).hexdigest()
     assert {r.credential_sha256 for r in asked} == {real}
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_the_agents_egress_goes_through_the_workers_proxy_in_the_sandbox(
+    deployed: Deployed, services: Services, harness: str
+) -> None:
+    """The spec allows one host: each harness's shell is pointed at the worker's egress proxy, the
+    listed host answers through it, and the canary (not listed) is refused naming the setting, by a
+    plain request and a ``CONNECT``, and never reached. (What ignores the proxy meets the
+    NetworkPolicies on a cluster; the test cluster's pods share the host's network, so only the
+    proxy path is asserted here — ``tests/security/test_agent_egress.py`` covers the rest.)"""
+    canaries, model = Canaries(), deployed.model
+    prompt = f"reach out {canaries.tag}"
+    through = f"curl -s -m 10 --noproxy '' http://127.0.0.1:{services.canary.port}/; echo rc=$?"
+    commands = [
+        'echo "proxy=$HTTPS_PROXY"',
+        through,
+        through.replace("curl -s", "curl -s -p"),  # a CONNECT tunnel
+        f"curl -s -m 10 --noproxy '' http://127.0.0.1:{services.allowed}/; echo rc=$?",
+    ]
+    model.add(
+        Rule(match=prompt, reply=combine(*(shell(c) for c in commands)), times=1),
+        Rule(match=prompt, reply=text("done"), tool_result=True, times=1),
+    )
+    session = deployed.engine.start_session(config=SessionConfig(harness=harness, model=MODELS[harness]))
+    result = await session.run(prompt, secrets=run_secrets(harness, model, canaries, services))
+    assert not result.is_error, result.error
+    shown, plain, tunnel, allowed = last_request(model, prompt).tool_results
+    # (Codex heads each output with its own lines)
+    assert any(line.startswith("proxy=http://127.0.0.1:") for line in shown.splitlines()), shown
+    assert "network.allow_hosts" in plain, plain
+    assert "rc=56" in tunnel, tunnel  # CONNECT refused with 403
+    assert ALLOWED_BODY in allowed, allowed
+    assert services.canary.hits == 0
+
+
+async def test_deny_network_in_the_sandbox(deployed: Deployed, services: Services) -> None:
+    """``deny_network`` where no harness can enforce it in this pod: Claude Code and OpenCode refuse
+    the setting, naming it; Codex's sandbox (bubblewrap) cannot start in the test cluster's
+    containers, so the turn is an error result naming the field and the fix, and nothing reaches
+    the model."""
+    canaries, model = Canaries(), deployed.model
+    policy = SecurityPolicy(deny_network=True)
+    prompt = f"reach the canary {canaries.tag}"
+    before = len(model.requests)
+    codex = SessionConfig(harness="codex", model=MODELS["codex"], security_policy=policy)
+    cut = await deployed.engine.start_session(config=codex).run(
+        prompt, secrets=run_secrets("codex", model, canaries, services)
+    )
+    assert cut.is_error and cut.error is not None
+    assert "security_policy.deny_network" in cut.error and "network: none" in cut.error, cut.error
+    assert [r for r in model.requests[before:] if prompt in r.last_user_text] == []
+    for harness in ("claude-code", "opencode"):
+        config = SessionConfig(harness=harness, model=MODELS[harness], security_policy=policy)
+        with pytest.raises(SpecError) as caught:
+            await deployed.engine.start_session(config=config).run(
+                prompt, secrets=run_secrets(harness, model, canaries, services)
+            )
+        assert caught.value.issues[0].path == "security_policy.deny_network", caught.value
+
+
+async def test_claude_on_vertex_in_the_sandbox_holds_no_google_credential(
+    deployed: Deployed, services: Services, tmp_path: Path
+) -> None:
+    """Claude Code on Vertex AI with a key file on the client's machine: the pod's worker proxy gets
+    the file's content and adds an access token to each request; with the guards off the agent
+    finds the proxy's address and no Google credential, and the worker's environment is closed."""
+    canaries, model = Canaries(), deployed.model
+    key = vertex_key_file(tmp_path, model)
+    prompt = f"find the google credentials {canaries.tag}"
+    model.add(
+        Rule(match=prompt, reply=shell(f"{VERTEX_LOOK}; tr '\\0' '\\n' < /proc/1/environ"), times=1),
+        Rule(match=prompt, reply=text("done"), tool_result=True, times=1),
+    )
+    secrets = run_secrets("claude-code", model, canaries, services)
+    for var in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        secrets.pop(var)
+    before = len(model.requests)
+    relaxed = deployed.engine.start_session(
+        config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
+    )
+    result = await relaxed.run(prompt, secrets={**secrets, **key.secrets(model)})
+    assert not result.is_error, result.error
+    looked = last_request(model, prompt).tool_results[-1]
+    key.check(model, looked, since=before)
+    assert "/proc/1/environ: permission denied" in looked.lower(), looked
+    stored = "".join(e.model_dump_json() for e in relaxed.events()) + sandbox_logs(deployed)
+    assert key.pem_line not in stored and "ya29." not in stored
 
 
 def last_request(model: ScriptedModel, prompt: str) -> RecordedRequest:

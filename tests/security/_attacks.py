@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -121,3 +122,78 @@ async def unguarded_env_dump(engine: Engine, model: ScriptedModel, secrets: dict
     looked = await relaxed.run("find the key", secrets=secrets)
     assert not looked.is_error, looked.error
     return model.requests[-1].tool_results[-1]
+
+
+# Claude Code on Vertex AI: the scripted model serves Vertex AI's Anthropic paths and a Google OAuth
+# token endpoint, so google-auth's own refresh (in the model proxy) runs against 127.0.0.1
+VERTEX_PROJECT = "canary-project"
+VERTEX_KEY_ID = "canary-key-id-51d0e2"
+VERTEX_LOOK = 'env | sort; echo; cat /proc/$PPID/environ | tr "\\0" "\\n"; echo; ls -la ~ ~/.config 2>&1'
+
+
+@dataclass(frozen=True)
+class VertexKey:
+    """A service-account key file whose token endpoint is the scripted model's; ``pem_line``: a
+    line of its private key (the canary)."""
+
+    path: Path
+    pem_line: str
+
+    def secrets(self, model: ScriptedModel, *, region: str = "us-east5") -> dict[str, str]:
+        """A Vertex AI run's secrets: Vertex AI is the scripted model, the key file this one."""
+        return {
+            "CLAUDE_CODE_USE_VERTEX": "1",
+            "ANTHROPIC_VERTEX_PROJECT_ID": VERTEX_PROJECT,
+            "CLOUD_ML_REGION": region,
+            "ANTHROPIC_VERTEX_BASE_URL": f"{model.url}/v1",  # where Vertex AI is (the proxy's upstream)
+            "GOOGLE_APPLICATION_CREDENTIALS": str(self.path),  # for the proxy only
+        }
+
+    def check(self, model: ScriptedModel, looked: str, *, since: int = 0, region: str = "us-east5") -> None:
+        """The oracle: every model request went to Vertex AI's path with an access token google-auth
+        got from the token endpoint (the proxy's refresh: the harness has no credential to refresh
+        with), the agent ``looked`` and found the proxy's address, and no Google credential reached
+        any request the model received (``since``: the first of the requests to look at)."""
+        import hashlib
+        import json
+
+        requests = model.requests[since:]
+        turns = [r for r in requests if r.is_model_request]
+        prefix = f"/v1/projects/{VERTEX_PROJECT}/locations/{region}/publishers/anthropic/models/"
+        assert turns and all(r.path.startswith(prefix) for r in turns), [r.path for r in turns]
+        issued = {hashlib.sha256(f"ya29.scripted-{n}".encode()).hexdigest() for n in range(1, 10)}
+        assert {r.credential_sha256 for r in turns} <= issued
+        assert [r for r in requests if r.path == "/token"]  # google-auth refreshed there
+        assert "CLAUDE_CODE_SKIP_VERTEX_AUTH=1" in looked, looked
+        assert "ANTHROPIC_VERTEX_BASE_URL=http://127.0.0.1:" in looked and "/hrp-" in looked, looked
+        assert "GOOGLE_APPLICATION_CREDENTIALS" not in looked and str(self.path) not in looked, looked
+        everything = "\n".join(json.dumps(r.body) for r in requests)
+        for canary in (self.pem_line, VERTEX_KEY_ID, "ya29.scripted-", "BEGIN PRIVATE KEY"):
+            assert canary not in everything  # no Google credential ever reached the agent's tools
+
+
+def vertex_key_file(directory: Path, model: ScriptedModel) -> VertexKey:
+    """A service-account key file (a fresh RSA key, mode 0600) in ``directory`` whose token
+    endpoint is ``model``'s: google-auth signs a real JWT grant and gets an access token there."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    path = directory / "sa.json"
+    info = {
+        "type": "service_account",
+        "project_id": VERTEX_PROJECT,
+        "private_key_id": VERTEX_KEY_ID,
+        "private_key": pem,
+        "client_email": f"agent@{VERTEX_PROJECT}.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": f"{model.url}/token",
+    }
+    path.write_text(json.dumps(info, indent=2))  # as Google's console writes them
+    path.chmod(0o600)
+    return VertexKey(path, pem.splitlines()[1])

@@ -23,9 +23,11 @@ from ._attacks import (
     MODELS,
     SHELL_ATTACKS,
     TOOL_ATTACKS,
+    VERTEX_LOOK,
     Canaries,
     model_secrets,
     unguarded_env_dump,
+    vertex_key_file,
 )
 from ._mcp_http import McpHttpServer
 
@@ -330,3 +332,82 @@ async def test_deny_network_in_the_container(options: dict[str, Any], tmp_path: 
     assert "security_policy.deny_network" in cut.error and "network: none" in cut.error, cut.error
     assert not after.is_error, after.error
     assert "still-runs" in model.requests[-1].tool_results[-1]
+
+
+async def test_claude_on_vertex_in_the_container_holds_no_google_credential(
+    options: dict[str, Any], tmp_path: Path
+) -> None:
+    """Claude Code on Vertex AI with a key file on the client's machine: the worker's proxy gets the
+    file's content (the container cannot open the client's path) and adds an access token to each
+    request; with the guards off the agent finds the proxy's address and no Google credential, and
+    the worker's environment is closed to it."""
+    spec = AgentSpec(
+        name="sec-ctr-vertex",
+        harness="claude-code",
+        model=MODELS["claude-code"],
+        env={"CLAUDE_CODE_MAX_RETRIES": "0"},
+    )
+    with ScriptedModel() as model:
+        key = vertex_key_file(tmp_path, model)
+        engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
+        try:
+            relaxed = engine.start_session(
+                config=SessionConfig(security_policy=SecurityPolicy(include_credential_guards=False))
+            )
+            model.add(shell(f"{VERTEX_LOOK}; tr '\\0' '\\n' < /proc/1/environ"), text("done"))
+            result = await relaxed.run("find the google credentials", secrets=key.secrets(model))
+            assert not result.is_error, result.error
+            looked = model.requests[-1].tool_results[-1]
+            key.check(model, looked)
+            assert "/proc/1/environ: permission denied" in looked.lower(), looked
+            stored = "".join(e.model_dump_json() for e in relaxed.events())
+        finally:
+            await engine.aclose()
+    assert key.pem_line not in stored and "ya29." not in stored
+
+
+# the image's guard module with a verdict that raises (appended: the last ``decide`` wins)
+_BROKEN_GUARD = (
+    "import harness_run.harness._guard as g, pathlib; p = pathlib.Path(g.__file__); "
+    "p.write_text(p.read_text() + '\\ndef decide(*args, **kwargs):\\n    raise RuntimeError(\\'guard bug\\')\\n')"
+)
+
+
+def _broken_guard_image(docker_client: Any, image: str) -> str:
+    """``image`` with its guard's verdict raising: a tag of its own (removed by the caller)."""
+    import io
+    import shlex
+
+    tag = f"{image.rsplit(':', 1)[0]}-broken-guard:{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+    user = docker_client.images.get(image).attrs["Config"].get("User") or "root"
+    dockerfile = f"FROM {image}\nUSER root\nRUN python -c {shlex.quote(_BROKEN_GUARD)}\nUSER {user}\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
+    return tag
+
+
+async def test_a_crashing_guard_denies_in_the_container(options: dict[str, Any], tmp_path: Path) -> None:
+    """The guard's verdict raises (an image whose guard module is broken): on the real worker and
+    CLIs, Claude Code's HTTP hook gets a 500 and Codex's and OpenCode's command hook a deny — the
+    tool call is blocked on each harness and its command never runs."""
+    spec = AgentSpec(name="sec-ctr-multi", env={"HARNESS_RUN_CODEX_MAX_RETRIES": "0"}, **MULTI)
+    docker_client = options["docker_client"]
+    with ScriptedModel() as model:
+        engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
+        broken = _broken_guard_image(docker_client, engine.image)
+        try:
+            engine.claims.image = broken
+            outputs: dict[str, str] = {}
+            for harness in HARNESSES:
+                model.add(shell("echo ran > ran.txt; echo ran-$((6 * 7))"), text("done"))
+                session = engine.start_session(config=SessionConfig(harness=harness, model=MODELS[harness]))
+                result = await session.run("run it", secrets=model_secrets(harness, model, "sk-dummy-key"))
+                assert not result.is_error, (harness, result.error)
+                outputs[harness] = model.requests[-1].tool_results[-1]
+                left = await session.exec("ls ran.txt")
+                assert left.exit_code != 0, (harness, left)  # the command never ran
+        finally:
+            await engine.aclose()
+            docker_client.images.remove(broken, force=True)
+    for harness, output in outputs.items():
+        assert "ran-42" not in output, (harness, output)
+        assert any(m in output.lower() for m in DENIED_MARKERS), (harness, output)

@@ -35,7 +35,7 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
-from harness_run.security import redact_event, secret_forms, secret_values
+from harness_run.security import inline_google_credentials, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord, engine_view
 from harness_run.vocab import telemetry
@@ -237,7 +237,8 @@ class WorkerEngine(EngineBase):
         )
 
     async def _turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
-        values = secret_forms(secret_values(plan.secrets))  # the values and their encoded forms
+        secrets = inline_google_credentials(plan.spec.harness, plan.secrets)  # a local key file: its content
+        values = secret_forms(secret_values(secrets))  # the values and their encoded forms
         started = time.monotonic()
         sid = session.session_id
         await asyncio.to_thread(self._mark_running, sid)
@@ -263,7 +264,7 @@ class WorkerEngine(EngineBase):
                 turn_id=turn_id,
                 session_id=sid,
                 prompt=run.prompt,
-                secrets=plan.secrets,
+                secrets=secrets,
                 turn_config=plan.config.to_dict() if plan.config else None,
                 turn=run.turn,
             )
