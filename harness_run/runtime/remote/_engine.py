@@ -247,8 +247,7 @@ class WorkerEngine(EngineBase):
             self._on_close[sid] = (dict(plan.secrets), plan.config.to_dict() if plan.config else None)
         claim: Claim | None = None
         turn_id = f"{sid}.{run.turn}"
-        # until the worker has the turn (and renews its lease), this client renews it: a slow claim
-        # must not look like a dead turn to another process
+        # until the worker has the turn (and its lease), this client renews it: a slow claim is no dead turn
         renewing = asyncio.ensure_future(self._renew_lease(sid, run.turn))
         slot = self._slot(sid)
         gate = self._gates.setdefault(slot, asyncio.Lock()) if slot != sid else None
