@@ -15,7 +15,7 @@ from harness_run.security._files import redact_tree
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
-from harness_run.security._proxy import PROXY_ENV, ModelProxy, proxy_enabled
+from harness_run.security._proxy import PROXY_ENV, ModelProxy, inline_google_credentials, proxy_enabled
 from harness_run.security._secrets import (
     OPENROUTER_URL,
     SHORT_SECRET,
@@ -23,7 +23,6 @@ from harness_run.security._secrets import (
     check_secrets,
     exposed_secrets,
     git_auth_env,
-    inline_google_credentials,
     redact_event,
     redact_text,
     resolve_secrets,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run.errors import UsageError
 from harness_run.events import Usage
 from harness_run.security._meter import WireMeter
 from harness_run.vocab import telemetry
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from aiohttp import ClientSession, web
     from multidict import CIMultiDictProxy
 
-__all__ = ["PROXY_ENV", "ModelProxy", "proxy_enabled"]
+__all__ = ["PROXY_ENV", "ModelProxy", "inline_google_credentials", "proxy_enabled"]
 
 _log = logging.getLogger("harness_run.security")
 
@@ -72,6 +73,7 @@ _HEADER: Final = {
 _CLAUDE_VARS: Final = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
 _GOOGLE_SCOPES: Final = ("https://www.googleapis.com/auth/cloud-platform",)
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_GOOGLE_CREDENTIALS: Final = "GOOGLE_APPLICATION_CREDENTIALS"
 _HOP: Final = frozenset(
     {
         "connection",
@@ -136,7 +138,7 @@ class _GoogleToken:
             ) from None
         try:
             if self._credentials is None:
-                if self._file and self._file != os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+                if self._file and self._file != os.environ.get(_GOOGLE_CREDENTIALS):
                     self._credentials = _credentials_file(self._file)
                 else:
                     self._credentials = auth.default(scopes=_GOOGLE_SCOPES)[0]
@@ -149,6 +151,42 @@ class _GoogleToken:
                 "GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run "
                 "on GKE with Workload Identity"
             ) from None
+
+
+_MAX_CREDENTIALS_FILE: Final = 64 * 1024
+
+
+def inline_google_credentials(harness: str, secrets: Mapping[str, str]) -> dict[str, str]:
+    """The run's secrets as a worker on another machine needs them: when the worker's proxy is to
+    hold the Google credentials of a Claude Code run on Vertex AI, the run's
+    ``GOOGLE_APPLICATION_CREDENTIALS`` names a key file on *this* machine, which a container or a pod
+    cannot open, so its content takes the path's place (:func:`_credentials_file` reads either). A
+    path that is not a readable file here (one in the image or the pod) is left as it is, and so is
+    every other run's. Raises UsageError for a file over 64 KiB (no key file is)."""
+    path = secrets.get(_GOOGLE_CREDENTIALS, "")
+    if not path or path.lstrip().startswith("{") or not _vertex_through_proxy(harness, secrets):
+        return dict(secrets)
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read(_MAX_CREDENTIALS_FILE + 1)
+    except OSError:
+        return dict(secrets)
+    if len(content) > _MAX_CREDENTIALS_FILE:
+        raise UsageError(
+            f"the run's {_GOOGLE_CREDENTIALS} file is over {_MAX_CREDENTIALS_FILE // 1024} KiB; "
+            "name a service-account key or an authorized-user file"
+        )
+    return {**secrets, _GOOGLE_CREDENTIALS: content.decode("utf-8", errors="replace")}
+
+
+def _vertex_through_proxy(harness: str, env: Mapping[str, str]) -> bool:
+    """A Claude Code run on Vertex AI whose Google credentials the proxy holds (not behind the
+    caller's own gateway)."""
+    return (
+        harness == "claude-code"
+        and _on(env, "CLAUDE_CODE_USE_VERTEX")
+        and not _on(env, "CLAUDE_CODE_SKIP_VERTEX_AUTH")
+    )
 
 
 def _credentials_file(path: str) -> Any:
@@ -235,8 +273,10 @@ class ModelProxy:
         per-turn token; other provider keys are dropped. Unchanged when the turn uses no key we
         can proxy (Vertex AI behind the caller's own gateway)."""
         base_var = "ANTHROPIC_BASE_URL" if harness == "claude-code" else "OPENAI_BASE_URL"
+        if _vertex_through_proxy(harness, env):
+            return self._vertex(env)
         if harness == "claude-code" and _on(env, "CLAUDE_CODE_USE_VERTEX"):
-            return env if _on(env, "CLAUDE_CODE_SKIP_VERTEX_AUTH") else self._vertex(env)
+            return env  # Vertex AI behind the caller's own gateway (CLAUDE_CODE_SKIP_VERTEX_AUTH)
         if harness == "opencode" and not env.get(base_var):
             return self._opencode_builtin(env)
         used = [v for v in _HEADER if env.get(v) and (v in _CLAUDE_VARS) == (harness == "claude-code")]
@@ -287,9 +327,9 @@ class ModelProxy:
         host = "aiplatform.googleapis.com" if region == "global" else f"{region}-aiplatform.googleapis.com"
         upstream = env.get("ANTHROPIC_VERTEX_BASE_URL") or f"https://{host}/v1"
         parts = urlsplit(upstream)
-        google = _GoogleToken(env.get("GOOGLE_APPLICATION_CREDENTIALS"))
+        google = _GoogleToken(env.get(_GOOGLE_CREDENTIALS))
         token = self._route(parts.scheme, parts.netloc, (), google)
-        out = {k: v for k, v in env.items() if k not in _KEY_VARS and k != "GOOGLE_APPLICATION_CREDENTIALS"}
+        out = {k: v for k, v in env.items() if k not in _KEY_VARS and k != _GOOGLE_CREDENTIALS}
         out["ANTHROPIC_VERTEX_BASE_URL"] = f"http://127.0.0.1:{self.port}/{token}{parts.path.rstrip('/')}"
         out["CLAUDE_CODE_SKIP_VERTEX_AUTH"] = "1"
         return out

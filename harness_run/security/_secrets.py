@@ -49,7 +49,6 @@ __all__ = [
     "check_secrets",
     "exposed_secrets",
     "git_auth_env",
-    "inline_google_credentials",
     "redact_event",
     "redact_text",
     "resolve_secrets",
@@ -344,30 +343,3 @@ def _redact_value(value: object, forms: Sequence[str], *, numbers: bool) -> obje
         same = list(new_map) == list(mapping) and all(new_map[k] is mapping[k] for k in mapping)
         return mapping if same else new_map
     return value
-
-
-_GOOGLE_CREDENTIALS: str = "GOOGLE_APPLICATION_CREDENTIALS"
-_MAX_CREDENTIALS_FILE = 64 * 1024
-
-
-def inline_google_credentials(harness: str, secrets: Mapping[str, str]) -> dict[str, str]:
-    """The run's secrets as a worker on another machine needs them: a Claude Code run on Vertex AI
-    names in ``GOOGLE_APPLICATION_CREDENTIALS`` a key file on *this* machine, which a container or a
-    pod cannot open, so its content takes the path's place (the worker's model proxy reads a path or
-    the content; the agent gets neither). A path that is not a readable file here is left as it is
-    (a file in the image or the pod), and so is every other run's."""
-    path = secrets.get(_GOOGLE_CREDENTIALS, "")
-    vertex = secrets.get("CLAUDE_CODE_USE_VERTEX", "").strip().lower() not in ("", "0", "false", "no")
-    if harness != "claude-code" or not vertex or not path or path.lstrip().startswith("{"):
-        return dict(secrets)
-    try:
-        with open(path, "rb") as handle:
-            content = handle.read(_MAX_CREDENTIALS_FILE + 1)
-    except OSError:
-        return dict(secrets)
-    if len(content) > _MAX_CREDENTIALS_FILE:
-        raise UsageError(
-            f"the run's {_GOOGLE_CREDENTIALS} file is over {_MAX_CREDENTIALS_FILE // 1024} KiB; "
-            "name a service-account key or an authorized-user file"
-        )
-    return {**secrets, _GOOGLE_CREDENTIALS: content.decode("utf-8", errors="replace")}

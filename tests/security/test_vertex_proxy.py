@@ -82,6 +82,8 @@ def test_a_key_file_of_this_machine_reaches_a_remote_worker_as_its_content(tmp_p
     plain = {"GOOGLE_APPLICATION_CREDENTIALS": str(key)}
     assert inline_google_credentials("claude-code", plain) == plain  # not a Vertex run: the agent's own
     assert inline_google_credentials("codex", vertex) == vertex  # Vertex AI is Claude Code's switch
+    gateway = {**vertex, "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1"}  # the caller's own gateway: not the proxy's
+    assert inline_google_credentials("claude-code", gateway) == gateway
     in_image = {**vertex, "GOOGLE_APPLICATION_CREDENTIALS": "/var/run/secrets/sa.json"}
     assert inline_google_credentials("claude-code", in_image) == in_image
     key.write_text("{" + " " * 70_000 + "}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -196,8 +197,8 @@ class WorkerEngine(EngineBase):
     # --- turns (TurnBackend) ---------------------------------------------------------------------
 
     def execute_turn(self, session: Session, run: Run, plan: TurnPlan) -> Coroutine[Any, Any, TurnOutcome]:
-        # Reserve synchronously, so a second client's send() raises SessionBusyError at once; a turn
-        # held by a worker that is gone is finished, and the next one reserved.
+        plan = dataclasses.replace(plan, secrets=inline_google_credentials(plan.spec.harness, plan.secrets))
+        # reserved synchronously: another client's send() gets SessionBusyError (a dead worker's turn ends)
         try:
             self.store.reserve_turn(session.session_id, run.turn, self.claims.holder)
         except SessionBusyError:
@@ -237,8 +238,7 @@ class WorkerEngine(EngineBase):
         )
 
     async def _turn(self, session: Session, run: Run, plan: TurnPlan) -> TurnOutcome:
-        secrets = inline_google_credentials(plan.spec.harness, plan.secrets)  # a local key file: its content
-        values = secret_forms(secret_values(secrets))  # the values and their encoded forms
+        values = secret_forms(secret_values(plan.secrets))  # the values and their encoded forms
         started = time.monotonic()
         sid = session.session_id
         await asyncio.to_thread(self._mark_running, sid)
@@ -263,7 +263,7 @@ class WorkerEngine(EngineBase):
                 turn_id=turn_id,
                 session_id=sid,
                 prompt=run.prompt,
-                secrets=secrets,
+                secrets=plan.secrets,
                 turn_config=plan.config.to_dict() if plan.config else None,
                 turn=run.turn,
             )
