@@ -1,9 +1,10 @@
 """What a ``PreToolUse`` hook costs a Claude Code turn, by kind: the bare CLI's scripted turn (one
 tool call) with a settings file holding no hook, an HTTP hook (what harness-run writes when the
 model proxy serves: here a stdlib server answering ``{}``, so only Claude Code's own machinery is
-measured), a command hook that runs ``true`` (the floor of any command hook: Claude Code spawning a
-shell), and the command hook harness-run writes otherwise (the fail-closed wrapper around the small
-client asking a live ``GuardBroker``).
+measured), the same HTTP hook behind a matcher that names another tool (``NotebookEdit``: does
+having a hook cost, or running it?), a command hook that runs ``true`` (the floor of any command
+hook: Claude Code spawning a shell), and the command hook harness-run writes otherwise (the
+fail-closed wrapper around the small client asking a live ``GuardBroker``).
 
 Whole turns, alternating (after one warm-up round); medians of wall time and of the CPU time of the
 CLI and its children (less distorted by a loaded machine), each as a ratio to the turn without a hook.
@@ -78,8 +79,8 @@ def _guard_client_command() -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
 
 
-def _hook(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [entry]}]}}
+def _hook(entry: dict[str, Any], matcher: str = "*") -> dict[str, Any]:
+    return {"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [entry]}]}}
 
 
 def _turn(url: str, settings: dict[str, Any]) -> tuple[float, float]:
@@ -100,11 +101,11 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 1 if args.smoke else args.rounds
     with scripted_model() as url, _allow_server() as port, _guard_client_command() as client:
+        http = {"type": "http", "url": f"http://127.0.0.1:{port}/", "timeout": 10, "onFailure": "block"}
         variants: dict[str, dict[str, Any]] = {
             "none": {},
-            "http": _hook(
-                {"type": "http", "url": f"http://127.0.0.1:{port}/", "timeout": 10, "onFailure": "block"}
-            ),
+            "http": _hook(http),
+            "http_other_tool": _hook(http, matcher="NotebookEdit"),
             "command_true": _hook({"type": "command", "command": "true", "timeout": 30}),
             "command_client": _hook({"type": "command", "command": client, "timeout": 30}),
         }

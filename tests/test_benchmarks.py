@@ -42,7 +42,8 @@ def test_git_workflow_benchmark_prints_timings() -> None:
 @pytest.mark.harness
 @pytest.mark.slow
 def test_turn_overhead_benchmark_prints_ratios() -> None:
-    out = _run("turn_overhead.py", "--rounds", "1", "--opencode-rounds", "1")
+    # OpenCode's same-flags turns (seconds each) go through the same function as the other two
+    out = _run("turn_overhead.py", "--rounds", "1", "--harness", "claude-code", "--harness", "codex")
     for label in ("ratio in-process / bare", "ratio fresh process / bare", "ratio two-turn / bare"):
         assert re.search(rf"{re.escape(label)}: [0-9.]+", out), out
     assert re.search(r"client peak RSS, in process: [0-9.]+ MB", out), out
@@ -54,6 +55,15 @@ def test_turn_overhead_two_turn_variants_print_a_ratio_each() -> None:
     out = _run("turn_overhead.py", "--two-turn", "--rounds", "1")
     for variant in ("defaults", "no credential guards", "no guards, no model proxy"):
         assert re.search(rf"ratio two-turn / bare, {re.escape(variant)}: [0-9.]+", out), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_turn_phases_benchmark_prints_each_phase_of_each_variant() -> None:
+    out = _run("turn_phases.py", "--smoke")
+    for variant in ("bare", "defaults", "no guards", "no guards, no proxy"):
+        cells = r"  ".join(rf"{phase} [0-9]+ \([+-][0-9]+\)" for phase in ("start", "tool", "tail", "total"))
+        assert re.search(rf"^phases \[{re.escape(variant)}\]: {cells}$", out, re.M), out
 
 
 @pytest.mark.harness
@@ -245,7 +255,7 @@ def test_agent_netrules_benchmark_prints_costs(container_options: object) -> Non
 @pytest.mark.slow
 def test_guard_hook_kinds_benchmark_prints_a_ratio_per_kind() -> None:
     out = _run("guard_hook_kinds.py", "--smoke")
-    for kind in ("none", "http", "command_true", "command_client"):
+    for kind in ("none", "http", "http_other_tool", "command_true", "command_client"):
         assert re.search(
             rf"^hook_{kind}_ms [0-9]+ .* ratio [0-9.]+  cpu ratio [0-9.]+$", out, re.MULTILINE
         ), out
