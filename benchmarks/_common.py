@@ -187,6 +187,38 @@ def report(label: str, values: list[float], unit: str = "s") -> None:
     )
 
 
+# --- harness-run's security defaults on and off (Claude Code) -------------------------------------
+
+SECURITY_VARIANTS = ("defaults", "no credential guards", "no guards, no model proxy")
+
+
+def security_variant_engines() -> dict[str, Any]:
+    """A local Claude Code engine per :data:`SECURITY_VARIANTS` name (the last two share one: the
+    proxy is switched per turn by :func:`security_variant`). The caller closes them."""
+    from harness_run import AgentSpec, local
+
+    policies: dict[str, Any] = {"defaults": {}, "no credential guards": {"include_credential_guards": False}}
+    engines = {
+        name: local.deploy(
+            AgentSpec(name="bench", harness="claude-code", model=MODEL, security_policy=policy),
+            workdir=scratch("hr-bench-wd-"),
+        )
+        for name, policy in policies.items()
+    }
+    engines["no guards, no model proxy"] = engines["no credential guards"]
+    return engines
+
+
+@contextmanager
+def security_variant(name: str) -> Iterator[None]:
+    """The model proxy as the variant ``name`` has it, for the turns run inside."""
+    os.environ["HARNESS_RUN_MODEL_PROXY"] = "0" if name.endswith("no model proxy") else "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
+
+
 # --- every harness, with the flags harness-run uses ----------------------------------------------
 
 HARNESS_MODELS = {"claude-code": MODEL, "codex": "gpt-5.6-luna", "opencode": "openai/gpt-5.1"}

@@ -34,6 +34,7 @@ from _common import (
     KEY,
     MODEL,
     REPO,
+    SECURITY_VARIANTS,
     bare_cli_turn,
     driver_turn,
     harness_secrets,
@@ -41,6 +42,8 @@ from _common import (
     report,
     scratch,
     scripted_model,
+    security_variant,
+    security_variant_engines,
 )
 
 PROMPT = "write out.txt"
@@ -102,25 +105,12 @@ async def same_flags(harness: str, url: str, rounds: int) -> tuple[list[float], 
     return bare[1:], ours[1:]
 
 
-TWO_TURN_VARIANTS = ("defaults", "no credential guards", "no guards, no model proxy")
-
-
 async def two_turn(url: str, rounds: int) -> dict[str, list[float]]:
     """The two-turn session (run + send): the bare CLI and harness-run's variants, alternating."""
-    from harness_run import AgentSpec, local
-
     secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
-    policy = {"include_credential_guards": False}
-    specs = {
-        "defaults": AgentSpec(name="bench", harness="claude-code", model=MODEL),
-        "no credential guards": AgentSpec(
-            name="bench", harness="claude-code", model=MODEL, security_policy=policy
-        ),
-    }
-    specs["no guards, no model proxy"] = specs["no credential guards"]
-    engines = {name: local.deploy(spec, workdir=scratch("hr-bench-wd-")) for name, spec in specs.items()}
-    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in engines}}
-    order = ["bare", *engines]
+    engines = security_variant_engines()
+    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in SECURITY_VARIANTS}}
+    order = ["bare", *SECURITY_VARIANTS]
     for i in range(rounds + 1):
         for name in order if i % 2 else reversed(order):
             if name == "bare":
@@ -130,16 +120,14 @@ async def two_turn(url: str, rounds: int) -> dict[str, list[float]]:
                 t2 += bare_cli_turn(url, "again", resume=sid, home=home, cwd=cwd)
                 times[name].append(t2)
                 continue
-            proxy_off = name == "no guards, no model proxy"
-            os.environ["HARNESS_RUN_MODEL_PROXY"] = "0" if proxy_off else "1"
-            session = engines[name].start_session()
-            start = time.perf_counter()
-            await session.run(PROMPT, secrets=secrets)
-            result = await session.send("again", secrets=secrets)
-            times[name].append(time.perf_counter() - start)
+            with security_variant(name):
+                session = engines[name].start_session()
+                start = time.perf_counter()
+                await session.run(PROMPT, secrets=secrets)
+                result = await session.send("again", secrets=secrets)
+                times[name].append(time.perf_counter() - start)
             assert not result.is_error, result.error
-    os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
-    for engine in engines.values():
+    for engine in {id(e): e for e in engines.values()}.values():
         engine.close()
     return {name: values[1:] for name, values in times.items()}  # drop the warm-up round
 
@@ -209,7 +197,7 @@ def main() -> None:
             times = asyncio.run(two_turn(url, args.rounds))
         print(f"rounds: {args.rounds} (after one warm-up), alternating")
         report("bare claude -p + --resume", times["bare"])
-        for name in TWO_TURN_VARIANTS:
+        for name in SECURITY_VARIANTS:
             report(f"harness-run run + send, {name}", times[name])
             ratio = median(times[name]) / median(times["bare"])
             print(f"ratio two-turn / bare, {name}: {ratio:.3f}  (aim <= 1.05)")

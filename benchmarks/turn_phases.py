@@ -11,8 +11,8 @@ into three phases:
 
 Variants, alternating round by round (after one warm-up round), medians: ``bare`` is ``claude -p``
 as a user types it, timed by the caller around the process; the others are ``await session.run()``
-on a local engine — with the security defaults, without the credential guards, and without the
-guards and the model proxy (``HARNESS_RUN_MODEL_PROXY=0``).
+on a local engine, ``turn_overhead.py --two-turn``'s variants — with the security defaults, without
+the credential guards, and without the guards and the model proxy (``HARNESS_RUN_MODEL_PROXY=0``).
 
     python benchmarks/turn_phases.py [--rounds N] [--smoke]
 """
@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import http.client
 import http.server
-import os
 import statistics
 import subprocess
 import sys
@@ -35,10 +34,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY, MODEL, bare_cli_turn, scratch, scripted_model
+from _common import (
+    KEY,
+    SECURITY_VARIANTS,
+    bare_cli_turn,
+    scripted_model,
+    security_variant,
+    security_variant_engines,
+)
 
 PROMPT = "write out.txt"
-VARIANTS = ("bare", "defaults", "no guards", "no guards, no proxy")
+VARIANTS = ("bare", *SECURITY_VARIANTS)
 _HOP = ("host", "content-length", "connection", "transfer-encoding")
 
 
@@ -103,11 +109,13 @@ def _relay(model_url: str) -> Iterator[tuple[str, list[tuple[str, float]]]]:
 
 
 def _phases(marks: list[tuple[str, float]], t0: float, t1: float) -> tuple[float, float, float, float]:
+    def within(kind: str) -> list[float]:
+        return [t for k, t in list(marks) if k == kind and t0 <= t <= t1]
+
     deadline = time.monotonic() + 2
-    while not any(k == "end" and t0 <= t <= t1 for k, t in marks) and time.monotonic() < deadline:
+    while len(within("end")) < len(within("start")) and time.monotonic() < deadline:
         time.sleep(0.01)  # the reader thread may lag the turn's end by a line
-    starts = [t for k, t in marks if k == "start" and t0 <= t <= t1]
-    ends = [t for k, t in marks if k == "end" and t0 <= t <= t1]
+    starts, ends = within("start"), within("end")
     if len(starts) < 2 or not ends:
         raise SystemExit(f"expected two model requests in the turn, saw {len(starts)}")
     return starts[0] - t0, starts[-1] - ends[0], t1 - ends[-1], t1 - t0
@@ -116,18 +124,8 @@ def _phases(marks: list[tuple[str, float]], t0: float, t1: float) -> tuple[float
 async def measure(
     url: str, marks: list[tuple[str, float]], rounds: int
 ) -> dict[str, list[tuple[float, ...]]]:
-    from harness_run import AgentSpec, local
-
     secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
-    guarded = AgentSpec(name="bench", harness="claude-code", model=MODEL)
-    unguarded = AgentSpec(
-        name="bench", harness="claude-code", model=MODEL, security_policy={"include_credential_guards": False}
-    )
-    engines = {
-        "defaults": local.deploy(guarded, workdir=scratch("hr-bench-wd-")),
-        "no guards": local.deploy(unguarded, workdir=scratch("hr-bench-wd-")),
-    }
-    engines["no guards, no proxy"] = engines["no guards"]
+    engines = security_variant_engines()
     rows: dict[str, list[tuple[float, ...]]] = {name: [] for name in VARIANTS}
     for i in range(rounds + 1):
         for name in VARIANTS if i % 2 else tuple(reversed(VARIANTS)):
@@ -135,13 +133,12 @@ async def measure(
             if name == "bare":
                 await asyncio.to_thread(bare_cli_turn, url, PROMPT)
             else:
-                os.environ["HARNESS_RUN_MODEL_PROXY"] = "0" if name.endswith("no proxy") else "1"
-                result = await engines[name].start_session().run(PROMPT, secrets=secrets)
+                with security_variant(name):
+                    result = await engines[name].start_session().run(PROMPT, secrets=secrets)
                 assert not result.is_error, result.error
             t1 = time.monotonic()
             if i:  # the first round warms up
                 rows[name].append(_phases(marks, t0, t1))
-    os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
     for engine in {id(e): e for e in engines.values()}.values():
         engine.close()
     return rows

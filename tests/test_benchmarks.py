@@ -61,7 +61,7 @@ def test_turn_overhead_two_turn_variants_print_a_ratio_each() -> None:
 @pytest.mark.slow
 def test_turn_phases_benchmark_prints_each_phase_of_each_variant() -> None:
     out = _run("turn_phases.py", "--smoke")
-    for variant in ("bare", "defaults", "no guards", "no guards, no proxy"):
+    for variant in ("bare", "defaults", "no credential guards", "no guards, no model proxy"):
         cells = r"  ".join(rf"{phase} [0-9]+ \([+-][0-9]+\)" for phase in ("start", "tool", "tail", "total"))
         assert re.search(rf"^phases \[{re.escape(variant)}\]: {cells}$", out, re.M), out
 
