@@ -10,7 +10,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 	@echo "pytest arguments: make test ARGS='-k infra'"
 
-venv: ## create/refresh .venv (harness-run editable + test,sandbox extras)
+venv: ## create/refresh .venv (harness-run editable + test,server,sandbox extras)
 	scripts/bootstrap
 
 demo: ## run the offline demo (harness-run demo)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from harness_run.runtime.http import connect
     from harness_run.spec import (
         AgentSpec,
+        ApprovalPolicy,
         GitOptions,
         McpServer,
         Network,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # the definition
 __all__ = [
     "AgentSpec",
+    "ApprovalPolicy",
     "GitOptions",
     "McpServer",
     "Network",
@@ -64,6 +66,7 @@ _LAZY = {
     **dict.fromkeys(
         [
             "AgentSpec",
+            "ApprovalPolicy",
             "GitOptions",
             "McpServer",
             "Network",

@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Self, cast
 
 __all__ = [
+    "ApprovalNotFoundError",
     "BuildError",
     "HarnessNotFoundError",
     "HarnessRunError",
     "InfrastructureError",
+    "PermissionDeniedError",
     "ProtocolError",
     "RunError",
     "SessionBusyError",
@@ -136,11 +138,41 @@ class SessionNotFoundError(UsageError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class InfrastructureError(HarnessRunError):
-    """A dependency (Docker, a registry, the history store) failed."""
+class ApprovalNotFoundError(UsageError, KeyError):
+    """No approval request or question with that id in the session (``session.approve`` …)."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class PermissionDeniedError(UsageError):
+    """The caller may not do this: a team server's API key lacks the scope, or the operator's
+    policy (``serve --policy``) does not let callers change ``field``. ``allow`` names the setting
+    that would allow it (a scope, a policy key or a ``serve`` flag). The server answers 403."""
+
+    def __init__(self, message: str, *, field: str | None = None, allow: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.allow = allow
+
+
+class InfrastructureError(HarnessRunError):
+    """A dependency (Docker, a registry, the history store, a worker or server over HTTP) failed.
+
+    When the failure was an HTTP answer, ``status`` is its status code and ``code`` the error code of
+    its body (``"unauthorized"``, ``"internal"``, …); code that reacts to a failure reads these,
+    never the message, which is for people.
+    """
+
+    status: int | None = None
+    code: str | None = None
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, status: int | None = None, code: str | None = None
+    ) -> None:
         self.retryable = retryable
+        self.status = status
+        self.code = code
         super().__init__(message)
 
 

@@ -10,6 +10,9 @@ discriminated by ``type``. In the order a turn usually produces them:
 - ``thinking`` (:class:`ThinkingEvent`): reasoning text, where the harness shows it;
 - ``tool_use`` (:class:`ToolUseEvent`): the agent calls a tool;
 - ``tool_result`` (:class:`ToolResultEvent`): what the tool returned;
+- ``approval_request`` / ``approval_decision`` (:class:`ApprovalRequestEvent`,
+  :class:`ApprovalDecisionEvent`): a tool call waits for a person (``spec.approvals``), and the
+  decision; ``question`` / ``question_answer``: the agent asks the user, and the answer;
 - ``retry`` (:class:`RetryEvent`): a model request failed and the harness tries again;
 - ``warning`` (:class:`WarningEvent`): the harness reported a problem; the turn goes on;
 - ``cost_unknown`` (:class:`CostUnknownEvent`): no price for the model, ``cost_usd`` will be None;
@@ -53,11 +56,15 @@ __all__ = [
     "EVENT_TYPES",
     "STOP_REASONS",
     "AgentEvent",
+    "ApprovalDecisionEvent",
+    "ApprovalRequestEvent",
     "CostUnknownEvent",
     "DeltaEvent",
     "ErrorEvent",
     "McpServerInfo",
     "MessageEvent",
+    "QuestionAnswerEvent",
+    "QuestionEvent",
     "ResourceUsage",
     "ResultEvent",
     "RetryEvent",
@@ -237,6 +244,62 @@ class ToolResultEvent(_Event):
     is_error: bool = False
 
 
+# --- a person in the loop (``spec.approvals``) ----------------------------------------------------
+
+
+class ApprovalRequestEvent(_Event):
+    """A tool call waits for a person: ``session.approve(request_id)`` or ``deny(request_id,
+    reason=)``, from any process, before ``expires_at`` (Unix time; then it is denied)."""
+
+    type: Literal["approval_request"] = "approval_request"
+    request_id: str
+    tool: str
+    """The harness's tool name (``Bash``, ``shell``, ``Write`` …)."""
+    command: str | None = None
+    """The shell command, for a shell call."""
+    input: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """The tool's arguments (free-form, as in :class:`ToolUseEvent`)."""
+    expires_at: float
+    path: str | None = None
+    """The file, for a file write or edit."""
+    diff: str | None = None
+    """For an edit: a unified diff of the change, where it is cheap to make."""
+
+
+class ApprovalDecisionEvent(_Event):
+    """The decision on an :class:`ApprovalRequestEvent`: ``by="client"`` (a person), or
+    ``by="timeout"`` (nobody decided in time, or the approval path failed: denied)."""
+
+    type: Literal["approval_decision"] = "approval_decision"
+    request_id: str
+    decision: Literal["allow", "deny"]
+    by: Literal["client", "timeout"]
+    reason: str | None = None
+    key_id: str | None = None
+    """The deciding API key's id (decisions made through a team server)."""
+
+
+class QuestionEvent(_Event):
+    """The agent asks the user (Claude Code's ``AskUserQuestion``): answer with
+    ``run.answer(request_id, text)`` before ``expires_at``."""
+
+    type: Literal["question"] = "question"
+    request_id: str
+    question: str
+    options: list[str] = Field(default_factory=list[str])
+    expires_at: float
+
+
+class QuestionAnswerEvent(_Event):
+    """The answer to a :class:`QuestionEvent` (``answer`` None: nobody answered in time)."""
+
+    type: Literal["question_answer"] = "question_answer"
+    request_id: str
+    answer: str | None = None
+    by: Literal["client", "timeout"]
+    key_id: str | None = None
+
+
 class ErrorEvent(_Event):
     """The model API or the harness failed (the turn's result says whether the turn ended)."""
 
@@ -343,6 +406,10 @@ AgentEvent = Annotated[
     | ThinkingEvent
     | ToolUseEvent
     | ToolResultEvent
+    | ApprovalRequestEvent
+    | ApprovalDecisionEvent
+    | QuestionEvent
+    | QuestionAnswerEvent
     | RetryEvent
     | WarningEvent
     | CostUnknownEvent
@@ -361,6 +428,10 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     ThinkingEvent,
     ToolUseEvent,
     ToolResultEvent,
+    ApprovalRequestEvent,
+    ApprovalDecisionEvent,
+    QuestionEvent,
+    QuestionAnswerEvent,
     RetryEvent,
     WarningEvent,
     CostUnknownEvent,

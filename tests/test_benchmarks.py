@@ -259,3 +259,33 @@ def test_guard_hook_kinds_benchmark_prints_a_ratio_per_kind() -> None:
         assert re.search(
             rf"^hook_{kind}_ms [0-9]+ .* ratio [0-9.]+  cpu ratio [0-9.]+$", out, re.MULTILINE
         ), out
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_server_load_gcs_benchmark_reports_its_targets() -> None:
+    out = _run("server_load_gcs.py", "--smoke")
+    assert re.search(
+        r"^idle subscribers: 10, server RSS [0-9.]+ -> [0-9.]+ MB, -?[0-9.]+ KB each$", out, re.M
+    ), out
+    assert re.search(r"^busy: 2 turns \(2 sessions x 1\) in [0-9.]+ s, failed turns 0$", out, re.M), out
+    assert re.search(r"^/healthz during load: p50 [0-9.]+ ms, p99 [0-9.]+ ms", out, re.M), out
+    assert re.search(r"^ratio server / in process: [0-9.]+ \(1 turns each\)$", out, re.M), out
+
+
+@pytest.mark.harness
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1000)
+def test_provider_hops_benchmark_prints_each_hop(
+    container_options: object, fake_gcs: object, registry: str
+) -> None:
+    del container_options, fake_gcs, registry  # the services the script uses (DOCKER_HOST, PIP_CERT, …)
+    out = _run("provider_hops.py", "--rounds", "1", timeout=900)
+    names = ("e2b-double", "daytona-double", "agent-sandbox", "docker")
+    for name in names:
+        assert f"{name}, 1 rounds:" in out, out
+    for label in ("claim -> first event", "idle -> back -> first event", "no-op redeploy"):
+        assert len(re.findall(rf"^  {re.escape(label)}: p50 [0-9]+ ms", out, re.MULTILINE)) == 4, out
+        assert re.search(rf"^\| {re.escape(label)} (\| [0-9]+ / [0-9]+ ){{4}}\|$", out, re.MULTILINE), out
+    assert "| hop | " + " | ".join(names) + " |" in out, out

@@ -8,11 +8,15 @@ from pydantic import ValidationError
 from harness_run.events import (
     EVENT_TYPES,
     AgentEvent,
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
     CostUnknownEvent,
     DeltaEvent,
     ErrorEvent,
     McpServerInfo,
     MessageEvent,
+    QuestionAnswerEvent,
+    QuestionEvent,
     ResourceUsage,
     ResultEvent,
     RetryEvent,
@@ -51,6 +55,12 @@ EVENTS: list[AgentEvent] = [
     ThinkingEvent(text="hmm"),
     ToolUseEvent(tool_use_id="t1", name="Bash", input={"command": "ls", "nested": {"x": [1]}}),
     ToolResultEvent(tool_use_id="t1", content="a.txt", is_error=True),
+    ApprovalRequestEvent(
+        request_id="r1", tool="Bash", command="git push", input={"command": "git push"}, expires_at=9.0
+    ),
+    ApprovalDecisionEvent(request_id="r1", decision="deny", by="client", reason="not today", key_id="k1"),
+    QuestionEvent(request_id="q1", question="Which branch?", options=["main", "dev"], expires_at=9.0),
+    QuestionAnswerEvent(request_id="q1", answer="main", by="client"),
     RetryEvent(message="overloaded", attempt=2, max_attempts=10, delay_s=1.25, http_status=529),
     WarningEvent(message="config warning"),
     CostUnknownEvent(model="gpt-unknown", harness="codex", message="no price"),

@@ -19,7 +19,10 @@ from harness_run.cli._options import add_workdir, secrets_from_env
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from harness_run.cli._chat_io import ChatView, Lines
+    from harness_run.events import ApprovalRequestEvent, QuestionEvent
     from harness_run.runtime import Engine, Run, Session
 
 __all__ = ["register"]
@@ -146,6 +149,9 @@ class Chat:
         self._last_sigint = 0.0
         self._quit = asyncio.Event()
         self._interrupting: asyncio.Future[None] | None = None
+        self._asking: list[ApprovalRequestEvent | QuestionEvent] = []
+        """Requests of the running turn waiting for this user's answer, oldest (the one asked) first."""
+        self._deciding: set[asyncio.Future[None]] = set()
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -241,17 +247,74 @@ class Chat:
             self.run = None
 
     async def _draw(self, run: Run) -> None:
-        async for event in run:
-            self.view.event(event)
-        await run
+        from harness_run.events import (
+            ApprovalDecisionEvent,
+            ApprovalRequestEvent,
+            QuestionAnswerEvent,
+            QuestionEvent,
+        )
+
+        self._asking.clear()
+        try:
+            async for event in run:
+                self.view.event(event)
+                if isinstance(event, ApprovalRequestEvent | QuestionEvent):
+                    self._asking.append(event)
+                    if len(self._asking) == 1:
+                        self._prompt_next()
+                elif isinstance(event, ApprovalDecisionEvent | QuestionAnswerEvent):
+                    self._settled(event.request_id)
+            await run
+        finally:
+            self._asking.clear()
+
+    def _prompt_next(self) -> None:
+        if not self._asking:
+            return
+        asked = self._asking[0]
+        self.view.ask("allow? [y/N/reason] " if asked.type == "approval_request" else "answer> ")
+
+    def _settled(self, request_id: str) -> None:
+        """A request was decided (here, by another client, or by its timeout): stop asking for it."""
+        head = self._asking[0].request_id if self._asking else None
+        self._asking = [a for a in self._asking if a.request_id != request_id]
+        if head == request_id:
+            self._prompt_next()
 
     def _while_running(self, line: str) -> bool:
-        """A line typed while a turn runs: ``/interrupt`` acts now, the rest waits for the turn."""
+        """A line typed while a turn runs: ``/interrupt`` acts now; the answer to an approval prompt
+        (``y`` allows; Enter or ``n`` denies; other text denies with it as the reason) or a question
+        is sent now; the rest waits for the turn."""
         if line == "/interrupt" and self.run is not None:
             self.view.line("interrupting …", "yellow")
             self._interrupting = asyncio.ensure_future(self.run.interrupt())
             return True
-        return False
+        if not self._asking:
+            return not line  # an empty line: nothing to keep
+        asked = self._asking[0]
+        if asked.type == "question":
+            if not line:
+                self._prompt_next()
+                return True
+            decision = self.session.answer(asked.request_id, line)
+        elif line.lower() in ("y", "yes"):
+            decision = self.session.approve(asked.request_id)
+        elif line.lower() in ("", "n", "no"):
+            decision = self.session.deny(asked.request_id)
+        else:
+            decision = self.session.deny(asked.request_id, reason=line)
+        self._asking.pop(0)
+        task = asyncio.ensure_future(self._decide(decision))
+        self._deciding.add(task)
+        task.add_done_callback(self._deciding.discard)
+        self._prompt_next()
+        return True
+
+    async def _decide(self, decision: Awaitable[object]) -> None:
+        try:
+            await decision
+        except HarnessRunError as exc:  # decided meanwhile (another client, the timeout), or gone
+            self.view.line(f"✗ {exc}", "red")
 
     # --- slash commands -----------------------------------------------------------------------
 

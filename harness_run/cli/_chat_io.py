@@ -9,12 +9,23 @@ import json
 import os
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult
+from harness_run.cli._text import safe
+from harness_run.events import (
+    AgentEvent,
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    DeltaEvent,
+    MessageEvent,
+    QuestionAnswerEvent,
+    QuestionEvent,
+    RunResult,
+)
 
 __all__ = ["ChatView", "Lines", "PipeLines", "TerminalLines", "open_history"]
 
@@ -31,8 +42,8 @@ class Lines(Protocol):
         ...
 
     def watch(self, on_line: Callable[[str], bool]) -> None:
-        """Until :meth:`unwatch`: each new line goes to ``on_line``; when it returns False the line
-        is kept for :meth:`read`."""
+        """Until :meth:`unwatch`: each new line (stripped; empty ones too: Enter answers an approval
+        prompt) goes to ``on_line``; when it returns False the line is kept for :meth:`read`."""
         ...
 
     def unwatch(self) -> None: ...
@@ -86,10 +97,10 @@ class TerminalLines:
                 return
             *lines, self._partial = (self._partial + data).split("\n")
             for line in lines:
-                line = line.rstrip("\r")
-                if line.strip() and not on_line(line.strip()):
-                    self._kept.append(line.strip())
-                    self._history.append_string(line.strip())
+                line = line.rstrip("\r").strip()
+                if not on_line(line) and line:  # an empty line may answer an approval prompt
+                    self._kept.append(line)
+                    self._history.append_string(line)
 
         asyncio.get_running_loop().add_reader(fd, readable)
         self._watching = True
@@ -127,7 +138,7 @@ class PipeLines:
         async def watching() -> None:
             while True:
                 line = await self._queue.get()
-                if line is None or not line.strip() or not on_line(line.strip()):
+                if line is None or not on_line(line.strip()):
                     self._kept.append(line)
 
         self._watcher = asyncio.ensure_future(watching())
@@ -157,7 +168,8 @@ def tool_summary(name: str, tool_input: dict[str, Any]) -> str:
 
 class ChatView:
     """Draws a session's events: deltas written as they come (the ``message`` that follows only
-    ends the line), everything else one line each."""
+    ends the line), everything else one line each. All text goes out without control characters
+    (``_text.safe``): what the agent, a tool or a server says never acts on the terminal."""
 
     def __init__(self, stream: Any = None) -> None:
         from rich.console import Console
@@ -174,9 +186,9 @@ class ChatView:
             self._open = None
 
     def line(self, text: str, style: str = "") -> None:
-        """One line of our own (markup-free), after any streamed text."""
+        """One line (markup-free, control characters removed), after any streamed text."""
         self._close_line()
-        self.console.print(text, style=style or None, markup=False)
+        self.console.print(safe(text), style=style or None, markup=False)
 
     def event(self, event: AgentEvent) -> None:
         key = (event.message_id or "") if isinstance(event, DeltaEvent | MessageEvent) else ""
@@ -186,7 +198,7 @@ class ChatView:
                     self._close_line()
                 self._open = key
                 self._streamed.add(key)
-                self.console.file.write(event.text)
+                self.console.file.write(safe(event.text))
                 self.console.file.flush()
             case "message":
                 if key in self._streamed and self._open == key:
@@ -208,8 +220,40 @@ class ChatView:
                 self.line(f"✗ {event.message}", "red")
             case "result":
                 self.result(event.result)
-            case "user" | "started":
-                pass
+            case _:  # user, started: nothing to show
+                self._person(event)
+
+    def _person(self, event: AgentEvent) -> None:
+        """A request for a person (approval, question) or its outcome, on its own lines; other
+        events show nothing."""
+        if isinstance(event, ApprovalRequestEvent):
+            what = event.command or event.path or tool_summary(event.tool, event.input)
+            self.line(f"? {event.tool} wants to run: {_fold(what, 200)}", "bold yellow")
+            if event.diff:
+                for text in event.diff.splitlines()[:40]:
+                    style = "green" if text.startswith("+") else "red" if text.startswith("-") else "dim"
+                    self.line(f"    {text}", style)
+            left = max(0, round(event.expires_at - time.time()))
+            self.line(f"  (denied in {left} s if nobody answers; /interrupt stops the turn)", "dim")
+        elif isinstance(event, ApprovalDecisionEvent):
+            who = "timed out" if event.by == "timeout" else f"by {event.key_id or 'a client'}"
+            verdict = "allowed" if event.decision == "allow" else "denied"
+            reason = f": {event.reason}" if event.reason else ""
+            self.line(f"  {verdict} ({who}){reason}", "green" if verdict == "allowed" else "red")
+        elif isinstance(event, QuestionEvent):
+            self.line(f"? the agent asks: {event.question}", "bold yellow")
+            for number, option in enumerate(event.options, 1):
+                self.line(f"    {number}. {option}")
+        elif isinstance(event, QuestionAnswerEvent):
+            who = "timed out" if event.by == "timeout" else f"by {event.key_id or 'a client'}"
+            shown = "(no answer)" if event.answer is None else _fold(event.answer, 200)
+            self.line(f"  answered {shown} ({who})", "dim")
+
+    def ask(self, text: str) -> None:
+        """A prompt on its own line's end (the user's typed answer follows it)."""
+        self._close_line()
+        self.console.print(safe(text), style="bold", markup=False, end="")
+        self.console.file.flush()
 
     def result(self, result: RunResult) -> None:
         cost = "cost unknown" if result.cost_usd is None else f"${result.cost_usd:.6f}"

@@ -19,7 +19,6 @@ from typing import Any
 __all__ = ["HarnessCheck", "diagnose", "register"]
 
 _HARNESSES = ("claude-code", "codex", "opencode")
-_SMOKE_MODEL = {"claude-code": "claude-sonnet-4-6", "codex": "gpt-5.6-luna", "opencode": "openai/gpt-5.1"}
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.][0-9A-Za-z.]+)?")
 _NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0", "HARNESS_RUN_CODEX_MAX_RETRIES": "0"}
 
@@ -150,6 +149,7 @@ async def _smoke(check: HarnessCheck, timeout: float) -> None:
     from harness_run import AgentSpec
     from harness_run.runtime.local import LocalEngine
     from harness_run.testing import ScriptedModel, text
+    from harness_run.vocab.models import DEFAULT_MODELS
 
     marker = f"doctor-ok-{check.harness}"
     started = time.monotonic()
@@ -160,7 +160,7 @@ async def _smoke(check: HarnessCheck, timeout: float) -> None:
         spec = AgentSpec(
             name="doctor",
             harness=check.harness,  # type: ignore[arg-type]
-            model=_SMOKE_MODEL[check.harness],
+            model=DEFAULT_MODELS[check.harness],
             env=_NO_RETRIES,
             timeout=timeout,
         )

@@ -105,6 +105,17 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except ModuleNotFoundError as exc:
+        extra = _extra_for(args.command, exc.name)
+        if extra is None:
+            raise
+        return _fail(
+            UsageError(
+                f"`harness-run {args.command}` needs {exc.name}, which is not installed: "
+                f'pip install "harness-run[{extra}]"'
+            ),
+            2,
+        )
     except UsageError as exc:
         return _fail(exc, 2)
     except InfrastructureError as exc:
@@ -115,10 +126,23 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _fail(exc, 1)
 
 
+_EXTRA_OF = {"aiohttp": "local", "rich": "local", "prompt_toolkit": "local"}
+"""The optional dependency a command needs -> the extra that installs it (``serve``: ``_SERVE_EXTRA_OF``)."""
+_SERVE_EXTRA_OF = {"aiohttp": "server"}
+
+
+def _extra_for(command: str | None, module: str | None) -> str | None:
+    """The extra that installs ``module`` for ``command``; None when it is not an optional one."""
+    top = (module or "").partition(".")[0]
+    return (_SERVE_EXTRA_OF if command == "serve" else _EXTRA_OF).get(top)
+
+
 def _fail(exc: BaseException, code: int) -> int:
     if os.environ.get("HARNESS_RUN_DEBUG"):
         raise exc
-    sys.stderr.write(f"error: {exc}\n")
+    from harness_run.cli._text import safe
+
+    sys.stderr.write(f"error: {safe(str(exc))}\n")  # it may quote a server or the agent
     return code
 
 

@@ -97,6 +97,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
+    from harness_run.cli._text import json_line, safe
     from harness_run.cli._view import EventView, format_result
 
     store = _store(args)
@@ -109,34 +110,33 @@ def _history(args: argparse.Namespace) -> int:
         from harness_run.runtime import load_transcript
 
         transcript = load_transcript(store, record)
-        print(transcript.to_markdown() if args.format == "md" else json.dumps(transcript.to_json(), indent=2))
+        shown = (
+            transcript.to_markdown() if args.format == "md" else json.dumps(transcript.to_json(), indent=2)
+        )
+        print(safe(shown) if args.format == "md" else json_line(shown))
         return 0
     turns = store.list_turns(args.session_id)
     if args.json:
         events: list[AgentEvent] = store.read_events(args.session_id) if args.events else []
-        print(
-            json.dumps(
-                {
-                    "session": record.model_dump(mode="json"),
-                    "turns": [t.model_dump(mode="json") for t in turns],
-                    "events": [e.model_dump(mode="json") for e in events],
-                },
-                indent=2,
-            )
-        )
+        document = {
+            "session": record.model_dump(mode="json"),
+            "turns": [t.model_dump(mode="json") for t in turns],
+            "events": [e.model_dump(mode="json") for e in events],
+        }
+        print(json_line(json.dumps(document, indent=2)))
         return 0
     print(f"session {record.session_id}  engine {record.engine}@{record.version}  harness {record.harness}")
     view = EventView(as_json=False)
     for turn in turns:
-        print(f"\n=== turn {turn.turn}: {turn.prompt}")
+        print(safe(f"\n=== turn {turn.turn}: {turn.prompt}"))
         config = json.dumps(turn.turn_config) if turn.turn_config else "-"
-        print(f"    model {turn.settings.get('model')}  config {config}")
+        print(safe(f"    model {turn.settings.get('model')}  config {config}"))
         if args.events:
             for event in store.read_events(args.session_id, turn.turn):
                 view.event(event)
         if turn.result is not None:
             for key, value in format_result(turn.result):
-                print(f"    {key}: {value}")
+                print(safe(f"    {key}: {value}"))
             if turn.result.text:
-                print(f"    answer: {turn.result.text}")
+                print(safe(f"    answer: {turn.result.text}"))
     return 0

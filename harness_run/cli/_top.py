@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness_run.cli._options import add_workdir
+from harness_run.cli._text import safe
 from harness_run.errors import UsageError
 
 if TYPE_CHECKING:
@@ -52,17 +53,32 @@ class Row:
     updated_at: float
     cpu_seconds: float | None
     peak_memory_mb: float | None
+    pending: int = 0
+    """Tool calls or questions of its running turn waiting for a person's decision."""
 
 
 def rows(store: HistoryStore, engine: str | None = None) -> list[Row]:
-    """One row per session, the most recently active first; cost is the sum over its turns."""
+    """One row per session, the most recently active first; cost is the sum over its turns; its
+    tool calls waiting for a person are counted."""
     out: list[Row] = []
     for record in store.list_sessions(engine):
-        out.append(_row(record, [t.result.cost_usd for t in store.list_turns(record.session_id) if t.result]))
+        costs = [t.result.cost_usd for t in store.list_turns(record.session_id) if t.result]
+        out.append(_row(record, costs, _pending(store, record)))
     return sorted(out, key=lambda r: r.updated_at, reverse=True)
 
 
-def _row(record: SessionRecord, costs: list[float | None]) -> Row:
+def _pending(store: HistoryStore, record: SessionRecord) -> int:
+    """The session's requests waiting for a decision now (a turn of any process: a local turn's
+    session is not marked running in the store); expired ones are left out (their guard denies them)."""
+    from harness_run.store import ApprovalStore
+
+    if not isinstance(store, ApprovalStore):
+        return 0
+    now = time.time()
+    return sum(1 for a in store.list_approvals(record.session_id, pending=True) if a.expires_at > now)
+
+
+def _row(record: SessionRecord, costs: list[float | None], pending: int = 0) -> Row:
     known = [c for c in costs if c is not None]
     last = record.last_result
     resources = last.resources if last is not None else None
@@ -75,6 +91,7 @@ def _row(record: SessionRecord, costs: list[float | None]) -> Row:
         updated_at=record.updated_at,
         cpu_seconds=resources.cpu_seconds if resources else None,
         peak_memory_mb=resources.peak_memory_mb if resources else None,
+        pending=pending,
     )
 
 
@@ -87,14 +104,19 @@ def _ago(stamp: float, now: float) -> str:
 
 
 def table(found: list[Row], source: str) -> Table:
+    """The rows as a table; what came from the store or the server is shown as plain text (no rich
+    markup read in it, control characters removed)."""
     from rich.table import Table
+    from rich.text import Text
 
     now = time.time()
     running = sum(1 for r in found if r.status == "running")
     total = sum(r.cost_usd or 0.0 for r in found)
+    pending = sum(r.pending for r in found)
     view = Table(
-        title=f"harness-run top — {source}",
-        caption=f"{len(found)} sessions, {running} running, ${total:.4f} in all — q or Ctrl-C quits",
+        title=Text(f"harness-run top — {safe(source)}", style="table.title"),
+        caption=f"{len(found)} sessions, {running} running, {pending} approvals pending, ${total:.4f} "
+        "in all — q or Ctrl-C quits",
     )
     for name, justify in (
         ("ENGINE", "left"),
@@ -105,19 +127,21 @@ def table(found: list[Row], source: str) -> Table:
         ("LAST ACTIVITY", "right"),
         ("CPU s", "right"),
         ("PEAK MB", "right"),
+        ("APPROVALS", "right"),
     ):
         view.add_column(name, justify=justify)  # pyright: ignore[reportArgumentType]
     styles = {"running": "bold green", "failed": "red"}
     for r in found:
         view.add_row(
-            r.engine,
-            r.session_id,
-            f"[{styles[r.status]}]{r.status}[/]" if r.status in styles else r.status,
+            Text(safe(r.engine)),
+            Text(safe(r.session_id)),
+            Text(safe(r.status), style=styles.get(r.status, "")),
             str(r.turns),
             "?" if r.cost_usd is None else f"{r.cost_usd:.4f}",
             _ago(r.updated_at, now),
             "-" if r.cpu_seconds is None else f"{r.cpu_seconds:.1f}",
             "-" if r.peak_memory_mb is None else f"{r.peak_memory_mb:.0f}",
+            Text(f"{r.pending} pending", style="bold yellow") if r.pending else "-",
         )
     return view
 

@@ -1,5 +1,6 @@
 """Showing events and results: a live, readable view on a terminal (rich), plain lines otherwise,
-or JSON lines with ``--json``. rich is imported only when drawing to a terminal."""
+or JSON lines with ``--json``. rich is imported only when drawing to a terminal. Text from the agent,
+its tools or the store goes out without control characters (``_text``): none acts on a terminal."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ import json
 import sys
 from typing import Any, TextIO
 
-from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult
+from harness_run.cli._text import json_line, safe
+from harness_run.events import (
+    AgentEvent,
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    DeltaEvent,
+    MessageEvent,
+    QuestionAnswerEvent,
+    QuestionEvent,
+    RunResult,
+)
 
 __all__ = ["EventView", "format_result"]
 
@@ -43,8 +54,25 @@ def describe(event: AgentEvent) -> tuple[str, str] | None:
             return "cost", event.message
         case "error":
             return "error", event.message
+        case "approval_request" | "approval_decision" | "question" | "question_answer":
+            return _person(event)
         case "result" | "delta":  # a delta's text comes whole in the message event that follows
             return None
+
+
+def _person(event: AgentEvent) -> tuple[str, str] | None:
+    """A tool call waiting for a person, a question, and their outcomes."""
+    if isinstance(event, ApprovalRequestEvent):
+        return "approval?", _short(
+            event.command or event.path or f"{event.tool} {json.dumps(event.input)}", 200
+        )
+    if isinstance(event, ApprovalDecisionEvent):
+        return "approval", f"{event.decision} ({event.by})" + (f": {event.reason}" if event.reason else "")
+    if isinstance(event, QuestionEvent):
+        return "question", _short(event.question, 200)
+    if isinstance(event, QuestionAnswerEvent):
+        return "answer", "(none)" if event.answer is None else _short(event.answer, 200)
+    return None
 
 
 def format_result(result: RunResult) -> list[tuple[str, str]]:
@@ -89,7 +117,7 @@ class EventView:
 
     def event(self, event: AgentEvent) -> None:
         if self.as_json:
-            self.stream.write(event.model_dump_json(exclude={"raw"}) + "\n")
+            self.stream.write(json_line(event.model_dump_json(exclude={"raw"})) + "\n")
             self.stream.flush()
             return
         if self._console is not None and self._streamed(event):
@@ -97,7 +125,7 @@ class EventView:
         row = describe(event)
         if row is None:
             return
-        label, text = row
+        label, text = safe(row[0]), safe(row[1])
         if self._console is not None:
             from rich.markup import escape
 
@@ -115,7 +143,7 @@ class EventView:
                 self._end_line()
                 self._console.print(f"[bold green]{'agent':>10}[/] ", end="")
             self._open, self._open_line = event.message_id, True
-            self._console.file.write(event.text)
+            self._console.file.write(safe(event.text))
             self._console.file.flush()
             return True
         streamed = isinstance(event, MessageEvent) and self._open_line and self._open == event.message_id
@@ -130,21 +158,23 @@ class EventView:
     def result(self, result: RunResult) -> None:
         if self.as_json:
             return  # the result event was already printed
-        rows = format_result(result)
+        rows = [(key, safe(value)) for key, value in format_result(result)]
+        text = safe(result.text)
         if self._console is not None:
             from rich.table import Table
+            from rich.text import Text
 
             table = Table(show_header=False, box=None, padding=(0, 1))
             for key, value in rows:
-                table.add_row(f"[bold]{key}[/]", value)
+                table.add_row(f"[bold]{key}[/]", Text(value))  # a Text: no markup read in it
             self._console.rule("result")
-            if result.text:
-                self._console.print(result.text)
+            if text:
+                self._console.print(text, markup=False)
             self._console.print(table)
         else:
             self.stream.write("--- result ---\n")
-            if result.text:
-                self.stream.write(result.text + "\n")
+            if text:
+                self.stream.write(text + "\n")
             for key, value in rows:
                 self.stream.write(f"{key}: {value}\n")
             self.stream.flush()

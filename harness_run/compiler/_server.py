@@ -2,8 +2,8 @@
 same deterministic path as an agent image: a build context of sorted files, a digest over them.
 
 The image holds the agent image's base layers, the harness CLIs its engines need, the library and
-the specs it serves; its command is ``harness-run serve --host 0.0.0.0 --port $PORT --store
-$HARNESS_RUN_STORE``. The store, the port and everything about the Cloud Run service are settings of
+the specs it serves; its command is ``harness-run serve --host 0.0.0.0 --port $PORT --serve-recorded
+--store $HARNESS_RUN_STORE``. The store, the port and everything about the Cloud Run service are settings of
 the service, not of the image: they do not enter the digest.
 """
 
@@ -37,7 +37,12 @@ SPECS_DIR: Final = f"{ctx.ROOT}/specs"
 def _command(spec_names: Sequence[str]) -> str:
     """The image's CMD: a shell (for ``$PORT`` and ``$HARNESS_RUN_STORE``) exec'ing ``harness-run serve``.
     0.0.0.0 is where a container must listen to be reached; nothing outside a container binds it."""
-    words = ["exec harness-run serve --host 0.0.0.0", f'--port "${{PORT:-{SERVER_PORT}}}"']
+    # the store is the deployment's own: every engine deployed into it is served
+    words = [
+        "exec harness-run serve --host 0.0.0.0",
+        f'--port "${{PORT:-{SERVER_PORT}}}"',
+        "--serve-recorded",
+    ]
     words.append(
         '--store "${HARNESS_RUN_STORE:?set HARNESS_RUN_STORE to the history store, gs://bucket/prefix}"'
     )

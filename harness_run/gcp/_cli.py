@@ -11,14 +11,17 @@ from typing import TextIO
 from harness_run.errors import UsageError
 from harness_run.gcp._plan import AGENT_SANDBOX_VERSION, SetupOptions, Step, plan
 from harness_run.gcp._setup import Audit, apply_step, audit_step, render
+from harness_run.vocab.gcp import DEFAULT_CLUSTER, DEFAULT_LOCATION, DEFAULT_REPOSITORY
 
 __all__ = ["main"]
 
 _EPILOG = """\
 exit codes: 0 ready (or applied), 1 something is missing (--check) or a step failed, 2 bad arguments.
-Nothing is ever deleted or replaced, except that with --engine the namespace-wide grant on the
-bucket is removed (it would reach every engine's history); running it again only adds what is
-still missing."""
+Nothing is ever deleted or replaced, except broad grants that least privilege replaces: with
+--engine the namespace-wide grant on the bucket (it would reach every engine's history), and the
+team server's old bucket-wide object role and project-wide roles/container.developer (--check
+flags them). Pass --engine NAME for each sandbox engine the team server serves: it reaches only
+those engines' folders, keys/ and engines/. Running it again only adds what is still missing."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,9 +35,15 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--project", required=True, help="the GCP project id")
-    p.add_argument("--location", default="us-central1", help="region for everything (default us-central1)")
-    p.add_argument("--cluster", default="harness-run", help="GKE cluster name (default harness-run)")
-    p.add_argument("--repository", default="harness-run", help="Artifact Registry repository")
+    p.add_argument(
+        "--location", default=DEFAULT_LOCATION, help=f"region for everything (default {DEFAULT_LOCATION})"
+    )
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"GKE cluster name (default {DEFAULT_CLUSTER})")
+    p.add_argument(
+        "--repository",
+        default=DEFAULT_REPOSITORY,
+        help=f"Artifact Registry repository (default {DEFAULT_REPOSITORY})",
+    )
     p.add_argument("--bucket", default="", help="history bucket (default <project>-harness-run)")
     p.add_argument("--namespace", default="default", help="Kubernetes namespace of the sandboxes")
     p.add_argument("--node-pool", default="agent-sandbox-pool", help="gVisor node pool name")
@@ -53,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         metavar="PATH",
         help="the store URL's path in the bucket, when it has one (gs://BUCKET/PATH)",
+    )
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=projects/P/secrets/S:latest",
+        help="a model key the team server reads from Secret Manager (repeat per secret; as `serve deploy "
+        "--secret` takes it): its account gets roles/secretmanager.secretAccessor on that secret only",
     )
     p.add_argument("--agent-sandbox-version", default=AGENT_SANDBOX_VERSION, help=argparse.SUPPRESS)
     mode = p.add_mutually_exclusive_group()
@@ -78,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             agent_sandbox_version=args.agent_sandbox_version,
             engines=tuple(args.engine),
             history_prefix=args.history_prefix,
+            secrets=tuple(args.secret),
         )
     except UsageError as exc:
         print(f"harness-run-gcp-setup: error: {exc}", file=sys.stderr)
@@ -156,6 +174,12 @@ def _apply(steps: Sequence[Step], values: dict[str, str], out: TextIO, summary: 
 
 def _summary(options: SetupOptions, values: dict[str, str]) -> str:
     del values
+    served = (
+        f"; the team server reaches the sessions of {', '.join(options.engines)}"
+        if options.engines
+        else "; the team server reaches no engine's sessions yet: run again with --engine NAME for each "
+        "sandbox engine it serves"
+    )
     target = (
         f"cluster={options.cluster!r}"
         if options.namespace == "default"
@@ -166,5 +190,5 @@ def _summary(options: SetupOptions, values: dict[str, str]) -> str:
         f"{options.registry} and keeps history in gs://{options.bucket_name}; add {target} to name "
         "the cluster instead of using the current kubectl context; `harness-run serve deploy --project "
         f"{options.project} --region {options.location}` runs the team server on Cloud Run as "
-        f"{options.server_account}"
+        f"{options.server_account}{served}"
     )

@@ -13,8 +13,17 @@ from pathlib import Path
 
 from harness_run.errors import UsageError
 from harness_run.gcp._history import history_steps
+from harness_run.gcp._server import server_steps
 from harness_run.gcp._step import Step
-from harness_run.vocab.gcp import SERVER_ACCOUNT, server_account_email
+from harness_run.vocab.gcp import (
+    DEFAULT_CLUSTER,
+    DEFAULT_LOCATION,
+    DEFAULT_REPOSITORY,
+    SERVER_ACCOUNT,
+    SecretRef,
+    parse_secret,
+    server_account_email,
+)
 
 __all__ = ["AGENT_SANDBOX_VERSION", "SetupOptions", "Step", "plan", "setup_scripts_dir"]
 
@@ -29,6 +38,7 @@ _APIS = (
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
     "run.googleapis.com",
+    "secretmanager.googleapis.com",
 )
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -51,9 +61,9 @@ class SetupOptions:
     """What ``harness-run-gcp-setup`` prepares. Defaults match ``sandbox.deploy()``'s."""
 
     project: str
-    location: str = "us-central1"
-    cluster: str = "harness-run"
-    repository: str = "harness-run"
+    location: str = DEFAULT_LOCATION
+    cluster: str = DEFAULT_CLUSTER
+    repository: str = DEFAULT_REPOSITORY
     bucket: str = ""
     namespace: str = "default"
     node_pool: str = "agent-sandbox-pool"
@@ -63,6 +73,9 @@ class SetupOptions:
     """Engines whose history is isolated: each gets a managed folder only its pods reach."""
     history_prefix: str = ""
     """The store URL's prefix in the bucket (``gs://<bucket>/<prefix>``)."""
+    secrets: tuple[str, ...] = ()
+    """The server's model keys in Secret Manager (``NAME=projects/P/secrets/S:latest``, as ``serve
+    deploy --secret`` takes them): the server's account may read each of them, nothing else."""
 
     def __post_init__(self) -> None:
         if not _PROJECT.match(self.project):
@@ -90,6 +103,9 @@ class SetupOptions:
                 )
         if len(set(self.engines)) != len(self.engines):
             raise UsageError("--engine names an engine twice; name each engine once")
+        refs = self.secret_refs
+        if len({r.resource for r in refs}) != len(refs):
+            raise UsageError("--secret names a secret twice; name each secret once")
         prefix = self.history_prefix.strip("/")
         if prefix != self.history_prefix or any(p in {"", ".", ".."} for p in prefix.split("/") if prefix):
             raise UsageError(
@@ -104,6 +120,10 @@ class SetupOptions:
     @property
     def registry(self) -> str:
         return f"{self.location}-docker.pkg.dev/{self.project}/{self.repository}"
+
+    @property
+    def secret_refs(self) -> tuple[SecretRef, ...]:
+        return tuple(parse_secret(s) for s in self.secrets)
 
     @property
     def server_account(self) -> str:
@@ -125,7 +145,6 @@ def plan(options: SetupOptions) -> list[Step]:
     loc = ("--location", o.location)
     bucket = f"gs://{o.bucket_name}"
     member = o.principal("{project_number}")
-    server = f"serviceAccount:{o.server_account}"
     script = str(setup_scripts_dir() / "install-agent-sandbox.sh")
     bucket_iam = Step(
         "bucket-iam",
@@ -166,7 +185,8 @@ def plan(options: SetupOptions) -> list[Step]:
         Step(
             "apis",
             "APIs enabled",
-            "GKE, Artifact Registry, Cloud Storage, Vertex AI, IAM and Cloud Run (the team server)",
+            "GKE, Artifact Registry, Cloud Storage, Vertex AI, IAM, Cloud Run and Secret Manager "
+            "(the team server)",
             ("gcloud", "services", "list", "--enabled", *p, "--format=value(config.name)"),
             (("gcloud", "services", "enable", *_APIS, *p),),
             expect="\n".join(sorted(_APIS)),
@@ -288,36 +308,14 @@ def plan(options: SetupOptions) -> list[Step]:
             ),
             needs=("apis",),
         ),
-        Step(
-            "server-bucket-iam",
-            "the server may read and write history",
-            f"roles/storage.objectUser on {bucket} for {o.server_account} (sessions, events, API keys)",
-            ("gcloud", "storage", "buckets", "get-iam-policy", bucket, *p, "--format=json"),
-            (
-                (
-                    "gcloud", "storage", "buckets", "add-iam-policy-binding", bucket, *p,
-                    f"--member={server}", "--role=roles/storage.objectUser",
-                ),
-            ),
-            expect=server,
-            needs=("bucket", "server-account"),
-        ),
-        Step(
-            "server-cluster-iam",
-            "the server may reach the cluster",
-            f"roles/container.developer in {o.project} for {o.server_account} (claims sandboxes)",
-            (
-                "gcloud", "projects", "get-iam-policy", o.project, "--flatten=bindings[].members",
-                "--filter=bindings.role:roles/container.developer", "--format=value(bindings.members)",
-            ),
-            (
-                (
-                    "gcloud", "projects", "add-iam-policy-binding", o.project, f"--member={server}",
-                    "--role=roles/container.developer", "--condition=None",
-                ),
-            ),
-            expect=server,
-            needs=("project", "server-account"),
+        *server_steps(
+            project=o.project,
+            bucket=o.bucket_name,
+            prefix=o.history_prefix,
+            namespace=o.namespace,
+            email=o.server_account,
+            engines=o.engines,
+            secrets=o.secret_refs,
         ),
         Step(
             "docker-auth",

@@ -15,7 +15,7 @@ from harness_run.gcp._plan import Step
 __all__ = ["Audit", "Outcome", "apply_step", "audit_step", "render"]
 
 Outcome = Literal["done", "missing", "blocked", "unknown"]
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 
 
 @dataclass(slots=True)
@@ -25,13 +25,17 @@ class Audit:
     detail: str = ""
 
 
-def run_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """Run one gcloud/kubectl command (no shell, stdin closed, output captured)."""
+def run_command(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one gcloud/kubectl command (no shell, output captured; stdin is ``stdin`` or closed)."""
     if shutil.which(argv[0]) is None:
         return subprocess.CompletedProcess(
             list(argv), 127, "", f"{argv[0]} is not installed (see the GCP setup docs for prerequisites)"
         )
     try:
+        if stdin is not None:
+            return subprocess.run(
+                list(argv), capture_output=True, text=True, input=stdin, timeout=1800, check=False
+            )
         return subprocess.run(
             list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800, check=False
         )
@@ -48,7 +52,7 @@ def audit_step(step: Step, values: dict[str, str], blocked: set[str], run: Runne
     missing_needs = [n for n in step.needs if n in blocked]
     if missing_needs:
         return Audit(step, "blocked", f"waits for: {', '.join(missing_needs)}")
-    result = run(fill(step.audit, values))
+    result = run(fill(step.audit, values), None)
     if result.returncode == 127:
         return Audit(step, "unknown", result.stderr.strip())
     if result.returncode != 0:
@@ -71,9 +75,9 @@ def apply_step(step: Step, values: dict[str, str], out: TextIO, run: Runner = ru
     """Run the step's commands; the error text of the first that fails, else None."""
     for argv in step.apply:
         argv = fill(argv, values)
-        out.write(f"    $ {_shell(argv)}\n")
+        out.write(f"    $ {_command(argv, step.stdin)}\n")
         out.flush()
-        result = run(argv)
+        result = run(argv, step.stdin)
         if result.returncode != 0:
             return f"`{_shell(argv)}` failed (exit {result.returncode}): {_last_line(result.stderr)}"
     return None
@@ -87,13 +91,20 @@ def render(audits: Sequence[Audit], values: dict[str, str], out: TextIO = sys.st
             out.write(f"         {a.detail}\n")
         if a.outcome != "done":
             for argv in a.step.apply:
-                out.write(f"         $ {_shell(fill(argv, values))}\n")
+                out.write(f"         $ {_command(fill(argv, values), a.step.stdin)}\n")
 
 
 def _shell(argv: Sequence[str]) -> str:
     import shlex
 
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def _command(argv: Sequence[str], stdin: str | None) -> str:
+    """The command as a shell would take it (with its input as a here-document)."""
+    if stdin is None:
+        return _shell(argv)
+    return f"{_shell(argv)} <<'EOF'\n{stdin}\nEOF"
 
 
 def _last_line(text: str) -> str:

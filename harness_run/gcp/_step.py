@@ -22,3 +22,5 @@ class Step:
     needs: tuple[str, ...] = field(default_factory=tuple[str, ...])
     forbid: str | None = None
     """Also done only when this is *not* in the audit's output (a grant that must be gone)."""
+    stdin: str | None = None
+    """Fed to each ``apply`` command's standard input (a manifest for ``kubectl apply -f -``)."""

@@ -8,9 +8,19 @@ from harness_run.harness._files import (
     mcp_secret_env,
     mcp_secret_values,
 )
-from harness_run.harness._guard import GUARD_SOCKET_ENV, GUARD_TIMEOUT_S, GUARD_TOKEN_ENV, GUARD_URL_ENV
+from harness_run.harness._guard import (
+    GUARD_SOCKET_ENV,
+    GUARD_TIMEOUT_S,
+    GUARD_TOKEN_ENV,
+    GUARD_URL_ENV,
+    QUESTION_TOOLS,
+    WRITE_TOOLS,
+    approval_match,
+    parse_call,
+)
 from harness_run.harness._guard import decide as guard_decide
-from harness_run.harness._policy import guard_rules
+from harness_run.harness._guard import verdict as guard_verdict
+from harness_run.harness._policy import approval_rules, approval_wait, guard_rules
 from harness_run.harness._sqlite import SQLITE_MAGIC, scrub_sqlite
 
 __all__ = [
@@ -19,18 +29,25 @@ __all__ = [
     "GUARD_TOKEN_ENV",
     "GUARD_URL_ENV",
     "MCP_LAUNCHER_ENV",
+    "QUESTION_TOOLS",
     "SQLITE_MAGIC",
+    "WRITE_TOOLS",
     "HarnessDriver",
     "LaunchPlan",
     "LineParser",
     "TurnContext",
+    "approval_match",
+    "approval_rules",
+    "approval_wait",
     "get_driver",
     "guard_decide",
     "guard_rules",
+    "guard_verdict",
     "harness_files",
     "mcp_proxy_env",
     "mcp_secret_env",
     "mcp_secret_values",
+    "parse_call",
     "scrub_sqlite",
 ]
 

@@ -30,6 +30,7 @@ local driver adds ``permission: {name: "allow"}`` for allowed tools that are Ope
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -37,7 +38,12 @@ from typing import Any, Final, cast
 
 from harness_run.errors import UsageError
 from harness_run.harness._guard import GUARD_TIMEOUT_S, GUARD_URL_ENV
-from harness_run.harness._policy import HOOK_TIMEOUT_S, claude_deny_rules, opencode_permission
+from harness_run.harness._policy import (
+    HOOK_TIMEOUT_S,
+    approval_wait,
+    claude_deny_rules,
+    opencode_permission,
+)
 from harness_run.spec import AgentSpec, RemoteMcpServer, StdioMcpServer
 
 __all__ = [
@@ -170,10 +176,11 @@ def claude_files(
     settings: dict[str, Any] = {"permissions": permissions}
     if hook_command is not None:
         url = (env or {}).get(GUARD_URL_ENV)
+        wait = approval_wait(spec)  # a call may wait this long for a person
         hook: dict[str, Any] = (
-            {"type": "http", "url": url, "timeout": GUARD_TIMEOUT_S, "onFailure": "block"}
+            {"type": "http", "url": url, "timeout": GUARD_TIMEOUT_S + wait, "onFailure": "block"}
             if url
-            else {"type": "command", "command": hook_command, "timeout": HOOK_TIMEOUT_S}
+            else {"type": "command", "command": hook_command, "timeout": HOOK_TIMEOUT_S + math.ceil(wait)}
         )
         settings["hooks"] = {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}
         settings["disableAllHooks"] = False
@@ -225,7 +232,7 @@ def codex_files(
         "plugins = false",
     ]
     if hook_command is not None:
-        lines += ["hooks = true", "", *codex_hook_toml(hook_command)]
+        lines += ["hooks = true", "", *codex_hook_toml(hook_command, approval_wait(spec))]
     for server in spec.mcp_servers:
         table: dict[str, Any] = {}
         launched = _launched(server, env)
@@ -247,8 +254,9 @@ def codex_files(
     return {"config.toml": "\n".join(lines) + "\n"}
 
 
-def codex_hook_toml(command: str) -> list[str]:
-    """``config.toml`` lines registering the guard as Codex's ``PreToolUse`` hook for every tool."""
+def codex_hook_toml(command: str, wait: float = 0.0) -> list[str]:
+    """``config.toml`` lines registering the guard as Codex's ``PreToolUse`` hook for every tool
+    (``wait``: the seconds a call may wait for a person, added to the hook's timeout)."""
     return [
         "[[hooks.PreToolUse]]",
         'matcher = ".*"',
@@ -256,7 +264,7 @@ def codex_hook_toml(command: str) -> list[str]:
         "[[hooks.PreToolUse.hooks]]",
         'type = "command"',
         f"command = {toml_str(command)}",
-        f"timeout = {HOOK_TIMEOUT_S}",
+        f"timeout = {HOOK_TIMEOUT_S + math.ceil(wait)}",
     ]
 
 

@@ -43,10 +43,14 @@ __all__ = [
     "GUARD_TIMEOUT_S",
     "GUARD_TOKEN_ENV",
     "GUARD_URL_ENV",
+    "QUESTION_TOOLS",
+    "WRITE_TOOLS",
+    "approval_match",
     "decide",
     "decode_rules",
     "encode_rules",
     "main",
+    "parse_call",
     "verdict",
 ]
 
@@ -66,6 +70,21 @@ GUARD_TIMEOUT_S: float = 10.0
 
 WEB_TOOLS: Final = frozenset({"webfetch", "websearch", "web_search", "web_fetch", "fetch"})
 AGENT_TOOLS: Final = frozenset({"task", "agent", "spawn_agent", "spawn_agents", "delegate", "subagent"})
+WRITE_TOOLS: Final = frozenset(
+    {
+        "write",
+        "edit",
+        "multiedit",
+        "notebookedit",
+        "apply_patch",
+        "patch",
+        "create_file",
+        "str_replace_editor",
+    }
+)
+"""Tools that write or edit files (lower case), for ``approvals.file_writes``."""
+QUESTION_TOOLS: Final = frozenset({"askuserquestion"})
+"""Tools with which the agent asks the user a question (lower case)."""
 _SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 _WRAPPERS: Final = frozenset(
     {"sudo", "exec", "command", "builtin", "nohup", "time", "nice", "ionice", "stdbuf", "xargs", "timeout"}
@@ -292,19 +311,46 @@ def verdict(rules: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, A
     return None
 
 
-def decide(rules: Mapping[str, Any], text: str, *, shell: bool = False) -> str | None:
-    """The verdict on a hook's input: the tool call as JSON (``shell``: OpenCode's guarded shell,
-    the command itself). Raises on input that is not a tool call (the caller denies)."""
+def approval_match(asks: Mapping[str, Any], tool_name: str, tool_input: Mapping[str, Any]) -> str | None:
+    """Why the call must wait for a person (the ``approvals`` rule it matches: ``commands``,
+    ``tools``, ``file_writes``), or None when it runs without asking."""
+    for tool in _strs(asks.get("tools")):
+        if _same_tool(tool_name, tool):
+            return f"the tool {tool_name} needs approval"
+    command = _command_of(tool_input)
+    patterns = _strs(asks.get("commands"))
+    if command is not None and patterns:
+        texts = [command.strip(), *(" ".join(w) for w in _simple_commands(command))]
+        for pattern in patterns:
+            if any(fnmatch.fnmatchcase(t, pattern) for t in texts):
+                return f"the command matches {pattern!r}"
+    if asks.get("file_writes") and tool_name.lower() in WRITE_TOOLS:
+        return f"{tool_name} writes a file"
+    return None
+
+
+def parse_call(text: str, *, shell: bool = False) -> tuple[str, dict[str, Any]]:
+    """A hook's input as ``(tool name, tool input)``: the tool call as JSON (``shell``: OpenCode's
+    guarded shell, the command itself). Raises on input that is not a tool call (the caller denies)."""
     parsed = {"tool_name": "bash", "tool_input": {"command": text}} if shell else json.loads(text or "{}")
     if not isinstance(parsed, dict):
         raise ValueError("the tool call is not a JSON object")
     call = _any(parsed)
     tool_input = call.get("tool_input")
-    return verdict(
-        rules,
-        str(call.get("tool_name") or ""),
-        tool_input if isinstance(tool_input, dict) else {"command": tool_input},
-    )
+    arguments: dict[str, Any] = _any(tool_input) if isinstance(tool_input, dict) else {"command": tool_input}
+    return str(call.get("tool_name") or ""), arguments
+
+
+def decide(rules: Mapping[str, Any], text: str, *, shell: bool = False) -> str | None:
+    """The verdict on a hook's input (see :func:`parse_call`). Without the engine's guard server
+    (rules with ``approvals``) a call that needs a person's approval is denied: only an engine's
+    turn can ask for one. Raises on input that is not a tool call (the caller denies)."""
+    name, tool_input = parse_call(text, shell=shell)
+    reason = verdict(rules, name, tool_input)
+    asks = rules.get("approvals")
+    if reason is None and isinstance(asks, dict) and approval_match(_any(asks), name, tool_input):
+        return "this tool call needs a person's approval, which only an engine's turn can ask for"
+    return reason
 
 
 def main(argv: list[str]) -> int:

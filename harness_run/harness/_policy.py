@@ -23,10 +23,12 @@ from typing import Any, Final
 
 from harness_run.errors import SpecError, SpecIssue
 from harness_run.harness._guard import GUARD_TIMEOUT_S, encode_rules
-from harness_run.spec import SecurityPolicy
+from harness_run.spec import AgentSpec, ApprovalPolicy, SecurityPolicy
 
 __all__ = [
     "HOOK_TIMEOUT_S",
+    "approval_rules",
+    "approval_wait",
     "claude_deny_rules",
     "guard_command",
     "guard_rules",
@@ -114,12 +116,31 @@ def guard_rules(policy: SecurityPolicy) -> dict[str, Any]:
     }
 
 
+def approval_rules(approvals: ApprovalPolicy | None) -> dict[str, Any] | None:
+    """The guard's ``approvals`` rules (patterns and names only), None when nothing waits."""
+    if approvals is None or not approvals.asks_anything:
+        return None
+    return {
+        "commands": list(approvals.commands),
+        "tools": list(approvals.tools),
+        "file_writes": approvals.file_writes,
+    }
+
+
+def approval_wait(spec: AgentSpec) -> float:
+    """Seconds a tool call may wait for a person (0 without approvals): every hook timeout of the
+    turn is raised by this much, so the guard, not the CLI, decides what a long wait means."""
+    approvals = spec.approvals
+    return approvals.timeout_s if approvals is not None and approvals.asks_anything else 0.0
+
+
 def guard_command(
     policy: SecurityPolicy,
     python: str | None = None,
     *,
     shell: bool = False,
     env: Mapping[str, str] | None = None,
+    approvals: ApprovalPolicy | None = None,
 ) -> str | None:
     """The hook's shell command, or None when the policy enforces nothing. Any exit but 0 of the
     guard (a crash, a missing interpreter, ``timeout``'s 124) becomes 2: deny. ``shell``: the
@@ -129,18 +150,25 @@ def guard_command(
     :class:`~harness_run.security.GuardBroker`), the hook runs the small client that asks it (a
     Python start, ~15 ms, instead of ~35 ms for the script that imports and compiles its rules);
     without one (a launch plan outside an engine), the self-contained script with the rules in the
-    command. Both behind the same fail-closed wrapper."""
-    if not policy.enforces_anything:
+    command. Both behind the same fail-closed wrapper.
+
+    With ``approvals`` the hook is there even when the policy enforces nothing, and may wait
+    ``approvals.timeout_s`` longer (the server answers by then: a timeout is a deny); the
+    self-contained script, which has no one to ask, denies the calls that would wait."""
+    asks = approval_rules(approvals)
+    if not policy.enforces_anything and asks is None:
         return None
     from harness_run.harness import _guard
 
     interpreter = python or sys.executable
-    timeout = f"{GUARD_TIMEOUT_S:g}"
+    wait = approvals.timeout_s if asks is not None and approvals is not None else 0.0
+    timeout = f"{GUARD_TIMEOUT_S + wait:g}"
     socket, token = (env or {}).get(_guard.GUARD_SOCKET_ENV), (env or {}).get(_guard.GUARD_TOKEN_ENV)
     if socket and token:
         inner = [interpreter, "-I", "-S", str(_guard.GUARD_CLIENT), socket, token]
     else:
-        inner = [interpreter, "-I", "-S", str(_guard.GUARD_SCRIPT), encode_rules(guard_rules(policy))]
+        rules = guard_rules(policy) | ({"approvals": asks} if asks else {})
+        inner = [interpreter, "-I", "-S", str(_guard.GUARD_SCRIPT), encode_rules(rules)]
     inner += ["--shell"] if shell else []
     failed = "harness-run denied this tool call: the guard failed (exit $s), so nothing runs"
     return (
@@ -150,13 +178,16 @@ def guard_command(
 
 
 def opencode_guarded_shell(
-    policy: SecurityPolicy, real_shell: str, env: Mapping[str, str] | None = None
+    policy: SecurityPolicy,
+    real_shell: str,
+    env: Mapping[str, str] | None = None,
+    approvals: ApprovalPolicy | None = None,
 ) -> str | None:
     """OpenCode's ``shell`` (the config key its bash tool runs every command with, as
     ``<shell> -c <command>``): a script named ``bash`` that runs the guard on the whole command text
     first and ``exec``s ``real_shell`` only when it allows it — a loop over ``/proc/*/environ``
     included, which OpenCode's per-command permission patterns never see. None without a policy."""
-    check = guard_command(policy, shell=True, env=env)
+    check = guard_command(policy, shell=True, env=env, approvals=approvals)
     if check is None:
         return None
     return (

@@ -141,7 +141,7 @@ class ClaudeCodeDriver:
         if schema is not None:
             argv += ["--json-schema", json.dumps(schema, sort_keys=True, separators=(",", ":"))]
         files: dict[Path, str] = {}
-        hook = guard_command(spec.security_policy, env=ctx.env)
+        hook = guard_command(spec.security_policy, env=ctx.env, approvals=spec.approvals)
         for rel, text in claude_files(spec, hook, ctx.env).items():
             path = ctx.home / "harness-run" / rel
             files[path] = text

@@ -8,7 +8,7 @@ names). Turn 1: ``codex exec --json … -`` (the prompt on stdin, then EOF: ``co
 non-TTY stdin to its end); then ``codex exec resume --json … <thread id> -``, the thread id being
 the ``thread.started`` id. There is no steering.
 
-Verified with codex-cli 0.163.0 (and 0.171.0) against the scripted model: ``OPENAI_BASE_URL`` is
+Verified with codex-cli 0.163.0 against the scripted model: ``OPENAI_BASE_URL`` is
 ignored by Codex, so an endpoint becomes ``[model_providers.harness-run]``; the built-in OpenAI
 provider reads its key only from ``CODEX_API_KEY``; ``developer_instructions`` adds a developer
 message after Codex's prompt, ``model_instructions_file`` replaces that prompt (``base_instructions``
@@ -61,6 +61,7 @@ from harness_run.harness._base import (
     refuse,
 )
 from harness_run.harness._files import codex_files
+from harness_run.harness._guard import WRITE_TOOLS
 from harness_run.harness._limits import TurnLimits, budget_problem
 from harness_run.harness._locate import BinarySource
 from harness_run.harness._policy import guard_command, refuse_policy
@@ -162,6 +163,18 @@ class CodexDriver:
         budget = budget_problem(spec, self.name)
         if budget is not None:
             problems.append(budget)
+        approvals = spec.approvals
+        if approvals is not None and approvals.file_writes:
+            problems.append(
+                (
+                    "approvals.file_writes",
+                    "Codex's patch tool does not pass through its PreToolUse hook, so a "
+                    "write could not wait for anyone: leave it False, or use Claude Code",
+                )
+            )
+        writes = [t for t in approvals.tools if t.lower() in WRITE_TOOLS] if approvals is not None else []
+        if writes:
+            problems.append(("approvals.tools", f"Codex's file tools {writes} do not pass through its hook"))
         refuse(self.name, problems)
         refuse_policy(spec.security_policy, self.name)
 
@@ -227,7 +240,7 @@ class CodexDriver:
         if _WEB_SEARCH & set(spec.disallowed_tools):
             settings["web_search"] = "disabled"
         self.check_sandbox(spec, self.locate(ctx.binary), home)
-        hook = guard_command(spec.security_policy, env=ctx.env)
+        hook = guard_command(spec.security_policy, env=ctx.env, approvals=spec.approvals)
         files[home / "config.toml"] = codex_files(spec, settings, hook, ctx.env)["config.toml"]
 
         resuming = ctx.resume and ctx.native_session_id is not None

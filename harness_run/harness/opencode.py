@@ -135,6 +135,23 @@ class OpenCodeDriver:
         budget = budget_problem(spec, self.name)
         if budget is not None:
             problems.append(budget)
+        approvals = spec.approvals
+        if approvals is not None and approvals.tools:
+            problems.append(
+                (
+                    "approvals.tools",
+                    "only shell commands can wait for a person on OpenCode (its guarded "
+                    "shell): use approvals.commands, or another harness",
+                )
+            )
+        if approvals is not None and approvals.file_writes:
+            problems.append(
+                (
+                    "approvals.file_writes",
+                    "OpenCode's own write and edit tools do not pass through the "
+                    "guard: leave it False, deny those tools, or use Claude Code or Codex",
+                )
+            )
         refuse(self.name, problems)
         refuse_policy(spec.security_policy, self.name)
 
@@ -195,7 +212,10 @@ class OpenCodeDriver:
         if agent:
             settings["agent"] = {"build": agent}
         guarded = opencode_guarded_shell(
-            spec.security_policy, shutil.which("bash", path=env.get("PATH")) or "/bin/sh", ctx.env
+            spec.security_policy,
+            shutil.which("bash", path=env.get("PATH")) or "/bin/sh",
+            ctx.env,
+            spec.approvals,
         )
         if guarded is not None:  # the guard before every command of the bash tool (fail closed)
             files[ours / "shell" / "bash"] = guarded

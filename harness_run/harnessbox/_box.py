@@ -19,30 +19,37 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from harness_run.errors import RunError, UsageError
+from harness_run.harnessbox._remote import ServerProvider
 from harness_run.harnessbox._session import HarnessBoxSession, MessageStream
-from harness_run.harnessbox.providers import Provider, provider_for
+from harness_run.harnessbox.providers import NETWORK_ENFORCING, Provider, provider_for
 from harness_run.harnessbox.workspace import WorkspaceConfig, WorkspaceMode
+from harness_run.providers import SandboxSource
 from harness_run.runtime import Engine, Run
-from harness_run.spec import AgentSpec, GitOptions, RepoSource, SecurityPolicy, SessionConfig, SystemPrompt
+from harness_run.spec import (
+    AgentSpec,
+    ApprovalPolicy,
+    GitOptions,
+    RepoSource,
+    SecurityPolicy,
+    SessionConfig,
+    SystemPrompt,
+)
+from harness_run.vocab.models import DEFAULT_MODELS
 
 __all__ = ["GIT_TOKEN", "HarnessBox", "HarnessBoxSecrets"]
 
 GIT_TOKEN = "HARNESSBOX_GIT_TOKEN"
 """The secret name the repo's ``auth_token`` goes under (to git only)."""
 
-DEFAULT_MODELS = {
-    "claude-code": "claude-sonnet-4-6",
-    "codex": "gpt-5-codex",
-    "opencode": "anthropic/claude-sonnet-4-6",
-}
 COMMIT_MESSAGE = "HarnessBox: session {session_id} on {branch}"
 
 
 class HarnessBoxSecrets(BaseModel):
     """Per-run secrets: ``harness_secrets`` go to the harness (``ANTHROPIC_API_KEY``,
     ``OPENAI_API_KEY``, an endpoint such as ``ANTHROPIC_BASE_URL``, or any secret the agent may
-    use); ``provider_api_key`` is a sandbox vendor's key (none of harness-run's providers needs
-    one). Values are never shown in a repr, an error, an event or a stored record."""
+    use); ``provider_api_key`` is a sandbox vendor's key (E2B's, Daytona's: given to the vendor's
+    SDK only, never into a sandbox). Values are never shown in a repr, an error, an event or a
+    stored record."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -80,16 +87,23 @@ def _prompt_text(system_prompt: str | Path | None) -> str | None:
 class HarnessBox:
     """Run agent sessions through harness-run with HarnessBox's API.
 
-    ``provider``: ``"local"``, ``"docker"``, ``"agent-sandbox"`` or a
+    ``provider``: ``"local"``, ``"docker"``, ``"agent-sandbox"``, a
+    :class:`~harness_run.providers.SandboxSource` (your own sandboxes, see docs/providers.md) or a
     :class:`~harness_run.harnessbox.Provider`. ``harness``: ``"claude-code"``, ``"codex"`` or
     ``"opencode"``. ``system_prompt``: text, or a ``Path`` to read it from (appended to the
     harness's own prompt, as a ``CLAUDE.md``/``AGENTS.md`` would be). ``timeout``: seconds one turn
-    may take. ``api_key``/``base_url`` (HarnessBox's hosted platform) are not offered.
+    may take (the spec's ``timeout``: the turn then ends with ``stop_reason="timeout"``; default
+    none). The repository is cloned into the session's workspace itself: the agent and
+    ``run_command`` work in the checkout. ``security_policy.deny_network``: the provider cuts the
+    network (``"docker"``, ``"agent-sandbox"``: no network, the model through an egress proxy);
+    other providers refuse it, except with ``harness="codex"``, whose own sandbox turns it off.
+    ``base_url`` + ``api_key``: the sessions run on a ``harness-run serve`` team server instead
+    (it picks the served engine matching this configuration, ``POST /v1/boxes``).
     """
 
     def __init__(
         self,
-        provider: str | Provider = "local",
+        provider: str | Provider | SandboxSource = "local",
         harness: str = "claude-code",
         *,
         model: str | None = None,
@@ -97,22 +111,29 @@ class HarnessBox:
         system_prompt: str | Path | None = None,
         workspace_config: WorkspaceConfig | None = None,
         security_policy: SecurityPolicy | None = None,
+        approvals: ApprovalPolicy | None = None,
         setup_script: str | None = None,
         timeout: float | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         name: str = "harnessbox",
     ) -> None:
-        if api_key is not None or base_url is not None:
+        if api_key is not None and base_url is None:
             raise UsageError(
-                "api_key/base_url (HarnessBox's hosted platform) are not offered by harness-run; run "
-                "the engine yourself (provider='local' | 'docker' | 'agent-sandbox') or use "
-                "`harness-run serve` and harness_run.runtime.http.connect()"
+                "api_key= is a team server's API key: give base_url= too (the `harness-run serve` "
+                "address), or leave both out to run the sessions from this process"
             )
-        self.provider = provider_for(provider)
+        self.base_url = base_url
+        self._api_key = api_key
+        self.provider = provider_for(provider) if base_url is None else ServerProvider(base_url, api_key)
         self.secrets = _secrets_of(secrets)
+        vendor_key = self.secrets.provider_api_key
+        use_key = getattr(self.provider, "use_api_key", None)  # e2b, daytona: the SDK's key, only there
+        if vendor_key is not None and callable(use_key):
+            use_key(vendor_key.get_secret_value())
         self.workspace_config = workspace_config or WorkspaceConfig()
         self.security_policy = security_policy
+        self.approvals = approvals
         self.spec = self._spec(harness, model, _prompt_text(system_prompt), setup_script, timeout, name)
         self.engine: Engine | None = None
         self.sessions: list[HarnessBoxSession] = []
@@ -150,15 +171,27 @@ class HarnessBox:
         repo = config.git_repo_config
         if repo is not None:
             auth = GIT_TOKEN if repo.auth_token is not None else None
-            fields["repos"] = [
-                RepoSource.git(repo.remote, auth=auth, depth=repo.clone_depth, path=repo.clone_dir_name)
-            ]
+            # the workspace is the checkout (path="."): the agent and run_command work in the repo
+            fields["repos"] = [RepoSource.git(repo.remote, auth=auth, depth=repo.clone_depth, path=".")]
             if config.commit_on_exit:
                 fields["git"] = GitOptions(
                     commit="on_close", push=True, author=config.author, message=COMMIT_MESSAGE
                 )
-        if self.security_policy is not None:
-            fields["security_policy"] = self.security_policy
+        policy = self.security_policy
+        if policy is not None and policy.deny_network:
+            if getattr(self.provider, "enforces_network", False):
+                fields["network"] = "none"  # enforced by the provider; the harness need not
+                policy = policy.model_copy(update={"deny_network": False})
+            elif harness != "codex":
+                raise UsageError(
+                    f"security_policy.deny_network: provider {self.provider.name!r} cannot cut the "
+                    f"{harness} agent's network; use provider={' or '.join(map(repr, NETWORK_ENFORCING))} "
+                    "(the sandbox gets no network), or harness='codex' (its own sandbox turns it off)"
+                )
+        if policy is not None:
+            fields["security_policy"] = policy
+        if self.approvals is not None:
+            fields["approvals"] = self.approvals
         return AgentSpec.from_dict(fields)
 
     # --- sessions ---------------------------------------------------------------------------------
@@ -208,6 +241,22 @@ class HarnessBox:
         engine = await self._engine()
         session = engine.start_session(config)
         made = HarnessBoxSession(session, branch=config.get("branch"), secrets=self._turn_secrets)
+        self.sessions.append(made)
+        return made
+
+    async def get_session(self, session_id: str) -> HarnessBoxSession:
+        """Re-attach to a session by ``session_id`` (``session.session_id``), made by this or any
+        earlier ``HarnessBox`` with the same configuration and provider settings (its history is in
+        the provider's store): ``send_message`` continues its conversation in its workspace."""
+        for made in self.sessions:
+            if made.session_id == session_id and not made.killed:
+                return made
+        engine = await self._engine()
+        session = engine.get_session(session_id)
+        branch = session.record.config.get("branch")
+        made = HarnessBoxSession(
+            session, branch=branch if isinstance(branch, str) else None, secrets=self._turn_secrets
+        )
         self.sessions.append(made)
         return made
 

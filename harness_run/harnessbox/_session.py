@@ -4,7 +4,8 @@
 :class:`StreamEvent` s (``event.delta`` is the assistant's new text), or await it for the turn's
 :class:`~harness_run.RunResult` (``.text``). ``kill()`` is ``session.aclose()``: the running turn
 stops, the work is committed and pushed to the session's branch (when the workspace config says
-so), and the sandbox or container is released.
+so), and the sandbox or container is released. A tool call that waits for a person (the spec's
+``approvals``) comes as an ``approval_request`` event in the stream; ``approve``/``deny`` decide it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from harness_run.events import AgentEvent, DeltaEvent, MessageEvent, RunResult
 from harness_run.runtime import ExecResult, Run, Session
+from harness_run.store import ApprovalRecord
 
 __all__ = ["HarnessBoxSession", "MessageStream", "StreamEvent"]
 
@@ -99,6 +101,23 @@ class HarnessBoxSession:
         only documents the intent: the returned :class:`MessageStream` does both."""
         del stream
         return MessageStream(self.session.run(message, secrets=self._secrets()))
+
+    def pending_approvals(self) -> list[ApprovalRecord]:
+        """Tool calls and questions of the running turn waiting for a decision (``approval_request``
+        and ``question`` events in the ``send_message`` stream announce them)."""
+        return self.session.pending_approvals()
+
+    async def approve(self, request_id: str) -> None:
+        """Let the waiting tool call run."""
+        await self.session.approve(request_id)
+
+    async def deny(self, request_id: str, reason: str | None = None) -> None:
+        """Refuse the waiting tool call; the model gets ``reason`` as the tool's error."""
+        await self.session.deny(request_id, reason)
+
+    async def answer(self, request_id: str, text: str) -> None:
+        """Answer the agent's question."""
+        await self.session.answer(request_id, text)
 
     async def run_command(self, command: str, *, timeout: float = 120.0) -> ExecResult:
         """Run a shell command in the session's workspace (``exit_code``, ``stdout``, ``stderr``)."""

@@ -3,8 +3,10 @@
 A provider turns an :class:`~harness_run.AgentSpec` into an :class:`~harness_run.Engine`; every
 session of a :class:`~harness_run.harnessbox.HarnessBox` is a session of that engine. ``"local"``
 runs the harness CLI on this machine, ``"docker"`` each session in its own container of the
-compiled image, ``"agent-sandbox"`` on Kubernetes Agent Sandbox. Add another by implementing
-:class:`Provider` and passing an instance as ``HarnessBox(provider=...)``.
+compiled image, ``"agent-sandbox"`` on Kubernetes Agent Sandbox. Add another without writing an
+engine: implement :class:`harness_run.providers.SandboxSource` (a store and a
+:class:`~harness_run.providers.SandboxProvider`, see docs/providers.md) and pass an instance as
+``HarnessBox(provider=...)``; or implement :class:`Provider` (a whole engine).
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from harness_run.errors import UsageError
+from harness_run.providers import SandboxSource, deploy_on
 from harness_run.runtime import Engine
 from harness_run.spec import AgentSpec
 
 __all__ = [
+    "NETWORK_ENFORCING",
     "PROVIDERS",
     "AgentSandboxProvider",
     "DockerProvider",
     "LocalProvider",
     "Provider",
+    "SandboxSourceProvider",
     "provider_for",
 ]
 
@@ -46,6 +51,7 @@ class LocalProvider:
     ``workdir`` (default ``$HARNESS_RUN_HOME``)."""
 
     name = "local"
+    enforces_network = False
 
     def __init__(self, *, workdir: str | Path | None = None, **options: Any) -> None:
         self.workdir = workdir
@@ -62,9 +68,13 @@ class DockerProvider:
     """Each session in its own Docker container of the spec's compiled image (the engine at
     ``DOCKER_HOST``, or ``docker_client``), history in ``workdir``'s store. ``idle_ttl``: seconds a
     session's container is kept without a turn (HarnessBox keeps it for an hour by default, so a
-    killed session commits in the container that did the work)."""
+    killed session commits in the container that did the work). ``pool_after``: a new session on a
+    (remote, branch) takes over an earlier session's idle workspace once it has been idle this many
+    seconds (HarnessBox's branch-based pooling; see docs/workspaces.md). ``deny_network`` is enforced
+    (the container has no network; the model goes through an egress proxy)."""
 
     name = "docker"
+    enforces_network = True
 
     def __init__(
         self,
@@ -76,8 +86,14 @@ class DockerProvider:
         network_mode: str = "host",
         idle_ttl: float = 3600.0,
         labels: Mapping[str, str] | None = None,
+        pool_after: float = 60.0,
     ) -> None:
+        if not pool_after >= 0:
+            raise UsageError(
+                f"DockerProvider(pool_after={pool_after!r}): give seconds >= 0 (0: as soon as idle)"
+            )
         self.workdir = workdir
+        self.pool_after = pool_after
         self.base_image = base_image
         self.docker_client = docker_client
         self.ca_files = tuple(ca_files)
@@ -99,6 +115,7 @@ class DockerProvider:
             network_mode=self.network_mode,
             idle_ttl=self.idle_ttl,
             labels=self.labels,
+            pool_after=self.pool_after,
         )
 
 
@@ -108,6 +125,7 @@ class AgentSandboxProvider:
     argument (``cluster=``, ``image=``, ``store=``, ``claims=``, …)."""
 
     name = "agent-sandbox"
+    enforces_network = True
 
     def __init__(self, *, project: str | None = None, location: str | None = None, **options: Any) -> None:
         self.project = project or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
@@ -128,6 +146,19 @@ class AgentSandboxProvider:
         )
 
 
+class SandboxSourceProvider:
+    """A :class:`~harness_run.providers.SandboxSource` as a :class:`Provider`: the engine is
+    :func:`harness_run.providers.deploy_on` (harness-run's worker engine over its sandboxes)."""
+
+    def __init__(self, source: SandboxSource) -> None:
+        self.source = source
+        self.name = source.name
+        self.enforces_network = bool(getattr(source, "enforces_network", False))
+
+    async def deploy(self, spec: AgentSpec) -> Engine:
+        return await deploy_on(self.source, spec)
+
+
 PROVIDERS: dict[str, type[LocalProvider] | type[DockerProvider] | type[AgentSandboxProvider]] = {
     "local": LocalProvider,
     "docker": DockerProvider,
@@ -135,26 +166,46 @@ PROVIDERS: dict[str, type[LocalProvider] | type[DockerProvider] | type[AgentSand
 }
 """The providers offered by name."""
 
-_ELSEWHERE = {"e2b": "E2B", "daytona": "Daytona", "ec2": "EC2", "modal": "Modal"}
+NETWORK_ENFORCING = ("docker", "agent-sandbox")
+"""The built-in providers that enforce ``SecurityPolicy(deny_network=True)`` (no network at all)."""
+
+_ELSEWHERE = {"daytona": "Daytona", "ec2": "EC2", "modal": "Modal", "e2b": "E2B"}
+_PORT_HINT = (
+    "write a provider for it on harness-run's SandboxProvider port (harness_run.providers, about 100 "
+    "lines: see docs/providers.md) and pass an instance as HarnessBox(provider=...)"
+)
 
 
-def provider_for(provider: str | Provider) -> Provider:
-    """``provider`` as a :class:`Provider`: an instance as is, a name of :data:`PROVIDERS` made
-    with its defaults; any other name is refused, naming the ones there are."""
+def provider_for(provider: str | Provider | SandboxSource) -> Provider:
+    """``provider`` as a :class:`Provider`: an instance as is, a
+    :class:`~harness_run.providers.SandboxSource` wrapped in :class:`SandboxSourceProvider`, a name
+    of :data:`PROVIDERS` made with its defaults; any other name is refused, naming the ones there
+    are and the provider port."""
     if not isinstance(provider, str):
-        if isinstance(provider, Provider):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if isinstance(provider, Provider):
             return provider
+        if isinstance(provider, SandboxSource):  # pyright: ignore[reportUnnecessaryIsInstance]
+            return SandboxSourceProvider(provider)
         raise UsageError(
-            f"provider must be a name ({', '.join(map(repr, PROVIDERS))}) or a Provider instance, "
-            f"not {type(provider).__name__}"
+            f"provider must be a name ({', '.join(map(repr, PROVIDERS))}), a Provider or a "
+            f"harness_run.providers.SandboxSource, not {type(provider).__name__}"
         )
-    made = PROVIDERS.get(provider.strip().lower())
+    key = provider.strip().lower()
+    made = PROVIDERS.get(key)
     if made is not None:
         return made()
     known = ", ".join(repr(n) for n in PROVIDERS)
-    vendor = _ELSEWHERE.get(provider.strip().lower())
-    why = f"{vendor} sandboxes are not offered by harness-run" if vendor else f"unknown provider {provider!r}"
-    raise UsageError(
-        f"{why}; the providers here are {known} (or pass an object implementing "
-        "harness_run.harnessbox.Provider: name and async deploy(spec) -> Engine)"
-    )
+    vendor = _ELSEWHERE.get(key)
+    why = f"{vendor} sandboxes are not built into harness-run" if vendor else f"unknown provider {provider!r}"
+    raise UsageError(f"{why}; the providers here are {known}, or {_PORT_HINT}")
+
+
+# provider="daytona" (the SDK is imported on deploy: pip install "harness-run[daytona]")
+from harness_run.runtime.daytona import DaytonaProvider as DaytonaProvider  # noqa: E402
+
+PROVIDERS["daytona"] = DaytonaProvider  # pyright: ignore[reportArgumentType]
+
+# provider="e2b" (the SDK is imported on deploy: pip install "harness-run[e2b]")
+from harness_run.runtime.e2b import E2BProvider as E2BProvider  # noqa: E402
+
+PROVIDERS["e2b"] = E2BProvider  # pyright: ignore[reportArgumentType]

@@ -264,6 +264,9 @@ class TurnProcess:
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
         self._since = spawned.since if spawned is not None else 0
+        self._deadline: asyncio.Timeout | None = None
+        self._left: float | None = None
+        """Seconds the turn had left when its deadline was paused (a tool call waits for a person)."""
         """:func:`boot_ticks` a second before the CLI was spawned: the turn's processes start later."""
 
     async def run(self) -> RunResult:
@@ -275,7 +278,7 @@ class TurnProcess:
         if self._on_spawn is not None:
             self._on_spawn()  # e.g. one-time warm-up, hidden behind the CLI's own start-up
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout) as self._deadline:
                 await self._pump(proc)
         except TimeoutError:
             self._stop_reason = "timeout"
@@ -388,6 +391,21 @@ class TurnProcess:
             if not line:
                 return
             self._stderr.append(line.decode("utf-8", errors="replace"))
+
+    def pause_deadline(self) -> None:
+        """Stop the turn's ``timeout`` clock (a tool call waits for a person's decision)."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is not None and when is not None and self._left is None and not deadline.expired():
+            self._left = when - asyncio.get_running_loop().time()
+            deadline.reschedule(None)
+
+    def resume_deadline(self) -> None:
+        """Start it again with the time it had left when paused."""
+        deadline, left = self._deadline, self._left
+        if deadline is not None and left is not None:
+            self._left = None
+            deadline.reschedule(asyncio.get_running_loop().time() + max(left, 0.0))
 
     async def steer(self, payload: bytes) -> bool:
         proc = self._proc

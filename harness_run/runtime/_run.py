@@ -7,13 +7,29 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from harness_run.errors import UsageError
 from harness_run.events import AgentEvent, DeltaEvent, ResultEvent, RunResult
+
+if TYPE_CHECKING:
+    from harness_run.store import ApprovalRecord
 
 __all__ = ["Run", "RunStatus"]
 
 RunStatus = Literal["running", "completed", "failed"]
+
+
+class _Approver(Protocol):
+    """The session's side of approvals (``Session.approve``/``deny``/``answer``)."""
+
+    async def approve(self, request_id: str, *, key_id: str | None = None) -> ApprovalRecord: ...
+
+    async def deny(
+        self, request_id: str, reason: str | None = None, *, key_id: str | None = None
+    ) -> ApprovalRecord: ...
+
+    async def answer(self, request_id: str, text: str, *, key_id: str | None = None) -> ApprovalRecord: ...
 
 
 class Run:
@@ -22,7 +38,8 @@ class Run:
     - ``await run`` gives the :class:`RunResult` (cancelling the await cancels the turn);
     - ``async for event in run`` yields every event from the first, live, ending with the result;
       iterate as often as you like (text ``delta`` events included: they are live only, never in
-      ``run.events`` or the history);
+      ``run.events`` or the history). The result comes once the session has stored and released
+      the turn, so a ``session.send()`` right after the loop starts the next turn;
     - ``run.done`` / ``run.status`` / ``run.result`` poll without blocking.
     """
 
@@ -55,6 +72,8 @@ class Run:
         self._kill: Callable[[], Awaitable[None]] | None = None
         self._steer: Callable[[str, str], Awaitable[bool]] | None = None
         self._message_ids: dict[str, asyncio.Future[bool]] = {}
+        self.approver: _Approver | None = None
+        """The session that decides this turn's approval requests (set by the session)."""
         self.flushed = 0
         """How many leading events a runtime has already written to the history store mid-turn;
         the end-of-turn write appends only the rest."""
@@ -167,6 +186,18 @@ class Run:
                 return self._result  # the turn was cancelled by someone else (engine.aclose()): its result
             raise
 
+    @property
+    def settling(self) -> bool:
+        """The result is out but the session is still applying the turn (storing it, releasing its
+        workspace and lease); the next turn can start once it has (``await run.settled()``)."""
+        return self._result is not None and self._task is not None and not self._task.done()
+
+    async def settled(self) -> None:
+        """Wait until the session has applied the turn, however it ended (never raises for it)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
+
     def __await__(self) -> Generator[Any, None, RunResult]:
         return self.wait().__await__()
 
@@ -192,6 +223,8 @@ class Run:
                         continue
                 elif index <= attached and (event.seq != tip or event.seq <= after):
                     continue
+                if isinstance(event, ResultEvent):
+                    await self.settled()  # then a send() right after the loop starts the next turn
                 yield event
                 if isinstance(event, ResultEvent):
                     return
@@ -236,6 +269,28 @@ class Run:
         if not delivered:  # never delivered: the same id may be tried again (e.g. as the next turn)
             del self._message_ids[message_id]
         return delivered
+
+    # --- a person in the loop (spec.approvals): the session decides ----------------------------
+
+    def _session(self) -> _Approver:
+        if self.approver is None:
+            raise UsageError(
+                f"this run of session {self.session_id} is not bound to a session; decide with "
+                "session.approve/deny/answer"
+            )
+        return self.approver
+
+    async def approve(self, request_id: str) -> ApprovalRecord:
+        """Let the tool call of an ``approval_request`` event run (``session.approve``)."""
+        return await self._session().approve(request_id)
+
+    async def deny(self, request_id: str, reason: str | None = None) -> ApprovalRecord:
+        """Refuse it; the model gets ``reason`` as the tool's error (``session.deny``)."""
+        return await self._session().deny(request_id, reason)
+
+    async def answer(self, request_id: str, text: str) -> ApprovalRecord:
+        """Answer a ``question`` event (``session.answer``)."""
+        return await self._session().answer(request_id, text)
 
     def __repr__(self) -> str:
         return f"<Run session={self.session_id} turn={self.turn} status={self.status}>"

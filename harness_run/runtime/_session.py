@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
+from harness_run.runtime._approvals import decide, pending_approvals
 from harness_run.runtime._run import Run
 from harness_run.runtime._tracing import end_turn_span, start_turn_span
 from harness_run.runtime._transcript import Transcript, load_transcript
 from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
-from harness_run.store import SessionRecord, TurnRecord
+from harness_run.store import ApprovalRecord, SessionRecord, TurnRecord
 from harness_run.vocab.telemetry import NOOP, Span
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ class Session:
         self.config = config
         self._spec = spec
         self._current: Run | None = None
+        self._starting: Run | None = None  # a turn being started by start() (its reservation)
         self._pending: set[asyncio.Task[Any]] = set()
         self._deleted = False
         self._closed_here = False
@@ -179,8 +181,9 @@ class Session:
 
     @property
     def status(self) -> str:
-        """``running`` while a turn runs, else ``idle`` (or the last turn's failure: ``failed``)."""
-        if self._current is not None and not self._current.done:
+        """``running`` while a turn runs (until its outcome is applied), else ``idle`` (or the last
+        turn's failure: ``failed``)."""
+        if self._current is not None and (not self._current.done or self._current.settling):
             return "running"
         return self._record.status
 
@@ -212,6 +215,53 @@ class Session:
         Raises SessionBusyError while a turn runs, SpecError for a bad config, UsageError for
         missing or undeclared secrets, or once the engine is closed — before anything starts.
         """
+        prepared = self._prepare(prompt, secrets, config, message_id)
+        if isinstance(prepared, Run):
+            return prepared
+        run, plan, span = prepared
+        try:  # the backend may refuse synchronously: nothing is set then
+            with span.current():  # a remote backend's start request carries the turn's trace context
+                body = self._backend.execute_turn(self, run, plan)
+        except BaseException as exc:
+            self._refused(exc, span)
+            raise
+        return self._launch(run, body, span)
+
+    async def start(
+        self,
+        prompt: str,
+        *,
+        secrets: Mapping[str, str] | None = None,
+        config: TurnConfig | Mapping[str, Any] | None = None,
+        message_id: str | None = None,
+    ) -> Run:
+        """:meth:`run`, with the engine's blocking start (the turn's reservation in the store, a dead
+        turn finished first, a remote start request) in a worker thread: for a server, whose event
+        loop must not wait on the store. The same checks and errors as :meth:`run`."""
+        prepared = self._prepare(prompt, secrets, config, message_id)
+        if isinstance(prepared, Run):
+            return prepared
+        run, plan, span = prepared
+        self._starting = run  # another run()/start() of this session is refused meanwhile
+        try:
+            with span.current():
+                body = await asyncio.to_thread(self._backend.execute_turn, self, run, plan)
+        except BaseException as exc:
+            self._refused(exc, span)
+            raise
+        finally:
+            self._starting = None
+        return self._launch(run, body, span)
+
+    def _prepare(
+        self,
+        prompt: str,
+        secrets: Mapping[str, str] | None,
+        config: TurnConfig | Mapping[str, Any] | None,
+        message_id: str | None,
+    ) -> Run | tuple[Run, TurnPlan, Span]:
+        """The checks before a turn starts, then its Run, plan and span (or the Run that already
+        took ``message_id``)."""
         if message_id is not None and message_id in self._messages:
             return self._messages[message_id]
         self._check_open()
@@ -219,6 +269,16 @@ class Session:
             raise SessionBusyError(
                 f"session {self.session_id} is still running turn {self._current.turn}; await it, steer it "
                 "with session.send(...), or stop it with session.interrupt()"
+            )
+        if self._current is not None and self._current.settling:
+            raise SessionBusyError(
+                f"session {self.session_id} is still storing turn {self._current.turn} (its result "
+                "is out); `await` that run, or iterate it to the end, then send this as the next turn"
+            )
+        if self._starting is not None:
+            raise SessionBusyError(
+                f"session {self.session_id} is starting turn {self._starting.turn}; await it, or stop "
+                "it with session.interrupt() once it runs"
             )
         check_prompt(prompt)  # non-empty, no NUL (UsageError)
         try:
@@ -234,17 +294,18 @@ class Session:
         plan = TurnPlan(spec=spec, secrets=resolve_secrets(spec, secrets), config=turn_config)
         run = Run(self.session_id, self._record.turns + 1, prompt, message_id)
         span = start_turn_span(self._record.engine, self.session_id, run.turn, spec.harness, spec.model)
-        try:  # the backend may refuse synchronously: nothing is set then
-            with span.current():  # a remote backend's start request carries the turn's trace context
-                body = self._backend.execute_turn(self, run, plan)
-        except BaseException as exc:
-            span.fail(type(exc).__name__)
-            span.end()
-            if isinstance(exc, SessionBusyError):
-                self.refresh()  # another client holds the turn: show where the session stands
-            raise
+        return run, plan, span
+
+    def _refused(self, exc: BaseException, span: Span) -> None:
+        span.fail(type(exc).__name__)
+        span.end()
+        if isinstance(exc, SessionBusyError):
+            self.refresh()  # another client holds the turn: show where the session stands
+
+    def _launch(self, run: Run, body: Coroutine[Any, Any, TurnOutcome], span: Span) -> Run:
         self._current = run
         self._messages[run.message_id] = run
+        run.approver = self
         run.start(self._drive(body, span))
         return run
 
@@ -252,6 +313,7 @@ class Session:
         """Make ``run``, driven by ``body``, this session's running turn (runtimes use it to follow a
         turn another process started; applications never need it)."""
         self._current = run
+        run.approver = self
         run.start(self._drive(body))
 
     async def _drive(self, body: Coroutine[Any, Any, TurnOutcome], span: Span = NOOP) -> RunResult:
@@ -271,7 +333,7 @@ class Session:
     def refresh(self, record: SessionRecord | None = None) -> None:
         """Re-read the session's record from the history store (another client may have run turns
         since), or take ``record`` when it was just read. No-op while a turn runs here."""
-        if self._current is not None and not self._current.done:
+        if self._current is not None and (not self._current.done or self._current.settling):
             return
         if record is None:
             self._check_open()
@@ -396,6 +458,38 @@ class Session:
         """Every finished turn: prompt, effective settings (no secrets), result."""
         self._check_open()
         return self._backend.store.list_turns(self.session_id)
+
+    def pending_approvals(self) -> list[ApprovalRecord]:
+        """The tool calls (and questions) of this session waiting for a person now, oldest first,
+        from the store (any process's turn). Requests left by a turn whose process died are settled
+        as denied here (reason "the turn's process ended") and not listed."""
+        self._check_open()
+        return pending_approvals(self._backend.store, self.session_id)
+
+    async def approve(self, request_id: str, *, key_id: str | None = None) -> ApprovalRecord:
+        """Let the waiting tool call ``request_id`` run (from any process re-attached to the
+        session). The first decision wins; a decided or expired request raises UsageError, an
+        unknown id ``ApprovalNotFoundError``."""
+        self._check_open()
+        return await decide(self._backend.store, self.session_id, request_id, decision="allow", key_id=key_id)
+
+    async def deny(
+        self, request_id: str, reason: str | None = None, *, key_id: str | None = None
+    ) -> ApprovalRecord:
+        """Refuse the waiting tool call ``request_id``: it does not run, and the model gets
+        ``reason`` as the tool's error (then goes on)."""
+        self._check_open()
+        return await decide(
+            self._backend.store, self.session_id, request_id, decision="deny", reason=reason, key_id=key_id
+        )
+
+    async def answer(self, request_id: str, text: str, *, key_id: str | None = None) -> ApprovalRecord:
+        """Answer the agent's question ``request_id`` (a ``question`` event); the model reads
+        "The user answered: <text>" as the question tool's result."""
+        self._check_open()
+        if not isinstance(text, str) or not text.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError("answer() needs a non-empty text")
+        return await decide(self._backend.store, self.session_id, request_id, answer=text, key_id=key_id)
 
     def events(self, turn: int | None = None) -> list[AgentEvent]:
         """The stored event log (all turns, or one)."""

@@ -3,6 +3,7 @@ redaction of every form of a secret value, and the allow-listed environment a ha
 
 Every runtime applies this layer the same way (the local engine and the in-image worker)."""
 
+from harness_run.security._approvals import QUESTIONS_OFF, ApprovalDesk, ApprovalSink, wake
 from harness_run.security._egress import (
     AGENT_PROXY_ENV,
     NO_PROXY,
@@ -38,7 +39,10 @@ __all__ = [
     "NO_PROXY",
     "OPENROUTER_URL",
     "PROXY_ENV",
+    "QUESTIONS_OFF",
     "SHORT_SECRET",
+    "ApprovalDesk",
+    "ApprovalSink",
     "DeltaRedactor",
     "EgressProxy",
     "EventRedactor",
@@ -63,4 +67,5 @@ __all__ = [
     "routed_secret_names",
     "secret_forms",
     "secret_values",
+    "wake",
 ]

@@ -21,10 +21,18 @@ import contextlib
 import logging
 from typing import Any, Final
 
-from harness_run.harness import GUARD_SOCKET_ENV, GUARD_TIMEOUT_S, GUARD_TOKEN_ENV, guard_rules
-from harness_run.harness import guard_decide as decide
+from harness_run.harness import (
+    GUARD_SOCKET_ENV,
+    GUARD_TIMEOUT_S,
+    GUARD_TOKEN_ENV,
+    QUESTION_TOOLS,
+    guard_rules,
+    guard_verdict,
+    parse_call,
+)
+from harness_run.security._approvals import ApprovalDesk
 from harness_run.security._socket import SocketBroker
-from harness_run.spec import SecurityPolicy
+from harness_run.spec import ApprovalPolicy, SecurityPolicy
 
 __all__ = ["GuardBroker"]
 
@@ -45,12 +53,18 @@ class GuardBroker(SocketBroker):
         """``agent_uid``: the agent runs as this other uid (the socket is opened to it)."""
         super().__init__("hr-guard-", "hrk-", agent_uid)
         self._rules: dict[str, Any] | None = None
+        self.desk = ApprovalDesk(None)
+        """The turn's approvals: calls that wait for a person (after the verdict let them through)."""
         self.allowed = 0
         self.denied = 0
 
-    def substitute(self, policy: SecurityPolicy, env: dict[str, str]) -> dict[str, str]:
-        """``env`` naming this turn's guard server (unchanged when the policy enforces nothing)."""
-        if not policy.enforces_anything:
+    def substitute(
+        self, policy: SecurityPolicy, env: dict[str, str], approvals: ApprovalPolicy | None = None
+    ) -> dict[str, str]:
+        """``env`` naming this turn's guard server (unchanged when the policy enforces nothing and
+        no call waits for approval)."""
+        self.desk = ApprovalDesk(approvals)
+        if not policy.enforces_anything and not self.desk.active:
             return env
         self._rules = guard_rules(policy)
         return {**env, GUARD_SOCKET_ENV: self.socket_path, GUARD_TOKEN_ENV: self.token}
@@ -66,10 +80,7 @@ class GuardBroker(SocketBroker):
             token, _, mode = head.decode(errors="replace").strip().partition(" ")
             body = await asyncio.wait_for(_read_all(reader), GUARD_TIMEOUT_S)
             reason = await self._judge(token, body, shell=mode == "shell")
-            if reason is None:
-                reply = b"allow\n"
-            else:
-                reply = f"deny\nharness-run denied this tool call: {reason}\n".encode()
+            reply = b"allow\n" if reason is None else f"deny\n{reason}\n".encode()
         except PermissionError:  # not this turn's token: "deny" (counted)
             pass
         except Exception as exc:  # fail closed: whatever went wrong, the answer stays "deny"
@@ -98,13 +109,14 @@ class GuardBroker(SocketBroker):
         decision = {
             "hookEventName": "PreToolUse",
             "permissionDecision": "deny",
-            "permissionDecisionReason": f"harness-run denied this tool call: {reason}",
+            "permissionDecisionReason": reason,
         }
         return 200, {"hookSpecificOutput": decision}
 
     async def _judge(self, token: str, body: bytes, *, shell: bool) -> str | None:
-        """None to allow the call in ``body``, else the reason to deny it; PermissionError for a
-        token that is not this turn's (or a broker that no longer judges)."""
+        """None to allow the call in ``body``, else the text the harness shows the model for the
+        refused call; PermissionError for a token that is not this turn's (or a broker that no
+        longer judges). A call the verdict lets through may then wait for a person (:attr:`desk`)."""
         rules = self._rules
         if rules is None or not self._accepts(token):
             self.denied += 1
@@ -113,17 +125,24 @@ class GuardBroker(SocketBroker):
             raise ValueError("the tool call is larger than the guard reads")
         text = body.decode(errors="replace")
         if len(body) <= _INLINE:
-            reason = decide(rules, text, shell=shell)
+            tool, tool_input = parse_call(text, shell=shell)
+            reason = guard_verdict(rules, tool, tool_input)
         else:
-            reason = await asyncio.to_thread(decide, rules, text, shell=shell)
-        if reason is None:
+            tool, tool_input = await asyncio.to_thread(parse_call, text, shell=shell)
+            reason = await asyncio.to_thread(guard_verdict, rules, tool, tool_input)
+        message = None if reason is None else f"harness-run denied this tool call: {reason}"
+        if message is None and (self.desk.active or tool.lower() in QUESTION_TOOLS):
+            allowed, message = await self.desk.consult(tool, tool_input)
+            message = None if allowed else message or "harness-run denied this tool call"
+        if message is None:
             self.allowed += 1
         else:
             self.denied += 1
-        return reason
+        return message
 
     async def aclose(self) -> None:
         self._rules = None
+        self.desk.close()  # calls still waiting: denied (in the store; the turn's result is out)
         await self._remove()
 
 

@@ -6,9 +6,12 @@ import logging
 import math
 import socket
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Protocol
 
-from harness_run.events import RunResult
+from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import GUARD_TOKEN_ENV, GUARD_URL_ENV, mcp_proxy_env, mcp_secret_env
+from harness_run.security._approvals import ApprovalSink, TurnClock
 from harness_run.security._git_broker import GitBroker
 from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
@@ -17,6 +20,17 @@ from harness_run.spec import AgentSpec, StdioMcpServer
 from harness_run.vocab import telemetry
 
 __all__ = ["TurnCredentials"]
+
+
+class TurnId(Protocol):
+    """Which turn (a runtime's ``Run``)."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def turn(self) -> int: ...
+
 
 _log = logging.getLogger("harness_run.security")
 
@@ -55,7 +69,7 @@ class TurnCredentials:
             env = self.proxy.substitute(spec.harness, env)
             env = self._route_mcp(spec, env)
         env = self.git.substitute(spec.repos, secrets, env)
-        env = self.guard.substitute(spec.security_policy, env)  # the guard hook asks this process
+        env = self.guard.substitute(spec.security_policy, env, spec.approvals)  # the hook asks this process
         if spec.harness == "claude-code" and GUARD_TOKEN_ENV in env and self.metering:
             # an HTTP hook on the proxy's port (served anyway): no process per tool call
             assert self.proxy is not None
@@ -91,6 +105,24 @@ class TurnCredentials:
         if self.proxy is not None:
             self.proxy.on_budget = stop
 
+    def ask_people(
+        self,
+        store: object,
+        run: TurnId,
+        emit: Callable[[AgentEvent], None],
+        workspace: Path | None = None,
+        clock: TurnClock | None = None,
+        flush: Callable[[], None] | None = None,
+    ) -> None:
+        """Where this turn's approval requests go (``spec.approvals``, see :class:`ApprovalSink`):
+        without it every call that would wait for a person is denied. Call it before :meth:`start`."""
+        self.guard.desk.attach(ApprovalSink(store, run.session_id, run.turn, emit, workspace, clock, flush))
+
+    def end_waits(self) -> None:
+        """The turn's CLI has ended: calls still waiting for a person are denied now (their
+        decisions emitted before the turn's result)."""
+        self.guard.desk.end_waits()
+
     def on_failure(self, stop: Callable[[str], Awaitable[None]]) -> None:
         """``stop(reason)`` ends the turn (as an error) when the proxy cannot start serving."""
         if self.proxy is not None:
@@ -98,7 +130,9 @@ class TurnCredentials:
 
     def settle(self, result: RunResult) -> RunResult:
         """``result`` with the usage and cost the proxy metered, when it metered any: the wire is
-        what the endpoint bills. A harness figure that differs is logged and replaced."""
+        what the endpoint bills. A harness figure that differs is logged and replaced. Calls still
+        waiting for a person (the CLI has ended) are denied first, their decisions in the turn."""
+        self.end_waits()
         meter = self.proxy.meter if self.proxy is not None else None
         if meter is None or not meter.responses:
             return result

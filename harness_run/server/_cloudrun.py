@@ -17,13 +17,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from harness_run.errors import InfrastructureError, UsageError
+from harness_run.vocab.gcp import SecretRef
 
 __all__ = [
     "CONFIG_ANNOTATION",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_TIMEOUT",
     "ENV_ENDPOINT",
+    "LOCAL_RUNTIMES",
     "ServiceSettings",
     "apply_service",
     "config_sha256",
+    "credential_like",
+    "local_engine_refusal",
+    "on_cloud_run",
+    "refuse_local_engines_on_cloud_run",
     "run_client",
     "service_body",
 ]
@@ -31,11 +39,25 @@ __all__ = [
 ENV_ENDPOINT = "HARNESS_RUN_CLOUD_RUN_ENDPOINT"
 """Another Cloud Run API endpoint (a private one, or a stand-in: ``http://`` means no credentials)."""
 CONFIG_ANNOTATION = "harness-run.dev/config-sha256"
+DEFAULT_TIMEOUT = 3600
+"""Seconds a request may last (Cloud Run's maximum): an SSE stream of a long turn is one request."""
+DEFAULT_CONCURRENCY = 250
+"""Requests one instance takes at once: the server is one asyncio process and an idle SSE stream costs
+little, but each holds a slot for up to ``DEFAULT_TIMEOUT`` (Cloud Run's own default, 80, runs out
+with a few dozen watchers)."""
+_MAX_TIMEOUT = 3600
+_MAX_CONCURRENCY = 1000
+_RESERVED_ENV = frozenset({"PORT", "K_SERVICE", "K_REVISION", "K_CONFIGURATION", "HARNESS_RUN_STORE"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CREDENTIAL_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_SECRET", re.IGNORECASE)
+LOCAL_RUNTIMES = frozenset({"local", "container"})
+"""Engine runtimes whose agent runs on the server's own host: never served on Cloud Run."""
 _SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,47}[a-z0-9])?")
 _GSA = re.compile(r"[a-z0-9][a-z0-9._-]*@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
 _T = TypeVar("_T")
 
 Action = Literal["created", "updated", "unchanged"]
+Step = Callable[[str, str], None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,12 +65,15 @@ class ServiceSettings:
     """The Cloud Run service of a server: where, which image, as whom, how big.
 
     Defaults keep one instance always running with its CPU always allocated (turns run after their
-    request has been answered, and sessions live in the instance's workspace between turns), a
-    one-hour request timeout (SSE streams) and session affinity. ``public``: the service takes
-    requests from anyone (``invoker_iam_disabled``) and the server's own API keys guard every route
-    but ``/healthz``; ``False`` keeps Cloud Run's IAM invoker check in front as well. ``env``: more
-    (non-secret) settings of ``harness-run serve`` as environment variables, e.g. the cluster of the
-    sandbox engines (:meth:`~harness_run.server.SandboxAccess.env`).
+    request has been answered, and sessions live in the instance's workspace between turns), an
+    explicit one-hour request timeout (SSE streams are long) and ``concurrency`` requests per
+    instance (idle SSE streams hold one each), and session affinity. The service is **private**:
+    Cloud Run's IAM invoker check stays in front of the server's own API keys, so a caller needs
+    ``roles/run.invoker`` and an identity token (``X-Serverless-Authorization``) besides an API key.
+    ``public``: anyone may call it (``invoker_iam_disabled``) and the API keys are the only gate.
+    ``env``: more non-secret settings of ``harness-run serve`` as environment variables (e.g. the
+    sandbox engines' cluster, :meth:`~harness_run.server.SandboxAccess.env`); ``secrets``: variables
+    taken from Secret Manager versions when an instance starts (the service holds only the reference).
     """
 
     project: str
@@ -61,10 +86,12 @@ class ServiceSettings:
     max_instances: int = 1
     cpu: str = "2"
     memory: str = "4Gi"
-    timeout_seconds: int = 3600
-    public: bool = True
+    timeout_seconds: int = DEFAULT_TIMEOUT
+    concurrency: int = DEFAULT_CONCURRENCY
+    public: bool = False
     port: int = 8080
     env: Mapping[str, str] = field(default_factory=dict[str, str])
+    secrets: tuple[SecretRef, ...] = ()
 
     def __post_init__(self) -> None:
         if not _SERVICE_NAME.fullmatch(self.service):
@@ -82,6 +109,17 @@ class ServiceSettings:
                 f"--min-instances {self.min_instances} / --max-instances {self.max_instances}: need "
                 "0 <= min <= max and max >= 1"
             )
+        if not 1 <= self.timeout_seconds <= _MAX_TIMEOUT:
+            raise UsageError(
+                f"--timeout {self.timeout_seconds}: a Cloud Run request timeout is 1 to {_MAX_TIMEOUT} "
+                f"seconds (SSE streams reconnect after it; default {DEFAULT_TIMEOUT})"
+            )
+        if not 1 <= self.concurrency <= _MAX_CONCURRENCY:
+            raise UsageError(
+                f"--concurrency {self.concurrency}: Cloud Run takes 1 to {_MAX_CONCURRENCY} requests per "
+                f"instance (default {DEFAULT_CONCURRENCY}; each open event stream holds one)"
+            )
+        _check_env(self.env, self.secrets)
 
     @property
     def parent(self) -> str:
@@ -90,6 +128,54 @@ class ServiceSettings:
     @property
     def name(self) -> str:
         return f"{self.parent}/services/{self.service}"
+
+
+def _check_env(env: Mapping[str, str], secrets: tuple[SecretRef, ...]) -> None:
+    names = [*env, *(ref.env for ref in secrets)]
+    for name in names:
+        if not _ENV_NAME.fullmatch(name):
+            raise UsageError(f"environment variable {name!r}: use letters, digits and '_' (e.g. MY_SETTING)")
+        if name in _RESERVED_ENV:
+            raise UsageError(
+                f"environment variable {name}: set by Cloud Run or by `serve deploy` itself; "
+                "pick another name"
+            )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"{', '.join(twice)} given twice (--env/--secret): give each variable once")
+
+
+def credential_like(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential (``*_API_KEY``, ``*_TOKEN``...)."""
+    return bool(_CREDENTIAL_NAME.search(name))
+
+
+def on_cloud_run(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is a Cloud Run (or Knative) service's: ``K_SERVICE`` is set there."""
+    return bool((os.environ if environ is None else environ).get("K_SERVICE"))
+
+
+def local_engine_refusal(name: str, runtime: str) -> str | None:
+    """Why engine ``name`` (of ``runtime``) must not be served on Cloud Run, or None."""
+    if runtime not in LOCAL_RUNTIMES:
+        return None
+    return (
+        f"engine {name} is a {runtime} engine: on Cloud Run its agent would run inside the service, as "
+        "the service's own identity, with its network (the metadata server) and its credentials (the "
+        "store's API keys); deploy it with harness_run.sandbox.deploy(spec, ...) so its turns run in "
+        "Agent Sandbox, then deploy the server again"
+    )
+
+
+def refuse_local_engines_on_cloud_run(
+    runtimes: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``{engine: why}`` for each engine (name -> runtime; a ``--spec`` is ``"local"``) the server must
+    not serve because it runs on Cloud Run (:func:`on_cloud_run`); empty anywhere else."""
+    if not on_cloud_run(environ):
+        return {}
+    refused = {name: local_engine_refusal(name, runtime) for name, runtime in sorted(runtimes.items())}
+    return {name: why for name, why in refused.items() if why is not None}
 
 
 def _run_v2() -> Any:
@@ -101,8 +187,9 @@ def _run_v2() -> Any:
 
 
 def service_body(settings: ServiceSettings) -> Any:
-    """The ``run_v2.Service`` for ``settings``, with its config hash annotation. Only the store's URL
-    goes into the environment: secrets travel with each run, never in the service."""
+    """The ``run_v2.Service`` for ``settings``, with its config hash annotation. The environment holds
+    the store's URL, ``settings.env`` and, for each of ``settings.secrets``, a ``secretKeyRef`` (Cloud
+    Run reads the version when an instance starts; no value is in the service)."""
     run_v2 = _run_v2()
     from google.protobuf import duration_pb2
 
@@ -112,8 +199,22 @@ def service_body(settings: ServiceSettings) -> Any:
         image=s.image,
         ports=[run_v2.ContainerPort(name="http1", container_port=s.port)],
         env=[
-            run_v2.EnvVar(name=name, value=value)
-            for name, value in [("HARNESS_RUN_STORE", s.store), *sorted(s.env.items())]
+            *(
+                run_v2.EnvVar(name=name, value=value)
+                for name, value in [("HARNESS_RUN_STORE", s.store), *sorted(s.env.items())]
+            ),
+            *(
+                run_v2.EnvVar(
+                    name=ref.env,
+                    value_source=run_v2.EnvVarSource(
+                        secret_key_ref=run_v2.SecretKeySelector(
+                            secret=ref.secret if ref.project == s.project else ref.resource,
+                            version=ref.version,
+                        )
+                    ),
+                )
+                for ref in sorted(s.secrets)
+            ),
         ],
         resources=run_v2.ResourceRequirements(
             limits={"cpu": s.cpu, "memory": s.memory}, cpu_idle=False, startup_cpu_boost=True
@@ -127,7 +228,7 @@ def service_body(settings: ServiceSettings) -> Any:
     )
     service = run_v2.Service(
         labels={"managed-by": "harness-run"},
-        ingress=run_v2.IngressTraffic.INGRESS_TRAFFIC_ALL,
+        ingress=run_v2.IngressTraffic.INGRESS_TRAFFIC_ALL,  # reachable; IAM decides who may call
         invoker_iam_disabled=s.public,
         template=run_v2.RevisionTemplate(
             containers=[container],
@@ -136,6 +237,7 @@ def service_body(settings: ServiceSettings) -> Any:
                 min_instance_count=s.min_instances, max_instance_count=s.max_instances
             ),
             timeout=duration_pb2.Duration(seconds=s.timeout_seconds),
+            max_instance_request_concurrency=s.concurrency,
             session_affinity=True,
         ),
     )
@@ -182,7 +284,7 @@ def apply_service(
     client: Any,
     settings: ServiceSettings,
     *,
-    step: Callable[[str, str], None],
+    step: Step,
     timeout: float = 900.0,
 ) -> tuple[Action, str]:
     """Create the service, update it when its config or image changed, or leave it alone; wait for
@@ -198,6 +300,8 @@ def apply_service(
         current = None
     if current is not None and _same(current, wanted):
         step("cloud run", f"service {settings.service} is up to date: nothing sent")
+        if not settings.public:
+            _close_public_bindings(client, settings, call, step)
         return "unchanged", str(current.uri)
     if current is None:
         where = f"{settings.service} in {settings.region}"
@@ -215,7 +319,40 @@ def apply_service(
         operation = call("update the service", lambda: client.update_service(service=wanted))
         action = "updated"
     done: Any = call("wait for the revision", lambda: operation.result(timeout=timeout), waiting=True)
+    if not settings.public:
+        _close_public_bindings(client, settings, call, step)
     return action, str(done.uri)
+
+
+_PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+
+
+def _close_public_bindings(client: Any, settings: ServiceSettings, call: _Caller, step: Step) -> None:
+    """A private service has no ``roles/run.invoker`` for ``allUsers``/``allAuthenticatedUsers`` (made
+    by hand or by another tool): such a binding is removed, and said."""
+    name = settings.name
+    policy: Any = call(
+        "read the service's IAM policy", lambda: client.get_iam_policy(request={"resource": name})
+    )
+    opened: list[str] = []
+    for binding in policy.bindings:
+        if binding.role != "roles/run.invoker":
+            continue
+        kept = [m for m in binding.members if m not in _PUBLIC_MEMBERS]
+        opened += [m for m in binding.members if m in _PUBLIC_MEMBERS]
+        del binding.members[:]
+        binding.members.extend(kept)
+    if not opened:
+        return
+    call(
+        "remove the public invoker binding",
+        lambda: client.set_iam_policy(request={"resource": name, "policy": policy}),
+    )
+    step(
+        "cloud run",
+        f"removed roles/run.invoker from {' and '.join(opened)}: {settings.service} is private (deploy "
+        "with --public to let anyone call it)",
+    )
 
 
 def _same(current: Any, wanted: Any) -> bool:

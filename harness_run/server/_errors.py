@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness_run.errors import (
     HarnessRunError,
+    PermissionDeniedError,
     SessionBusyError,
     SessionNotFoundError,
     SpecError,
@@ -55,11 +56,17 @@ async def read_body[M: BaseModel](request: web.Request, model: type[M]) -> M:
         raise _Invalid(
             None, "the body is not JSON; send a JSON object (Content-Type: application/json)"
         ) from None
-    secrets = cast("dict[str, object]", data).get("secrets") if isinstance(data, dict) else None
+    except RecursionError:
+        raise _Invalid(None, "the body nests too deeply; send a flat JSON object") from None
+    if not isinstance(data, dict):
+        raise _Invalid(None, f"the body must be a JSON object ({model.__name__}, see /openapi.json)")
+    secrets = cast("dict[str, object]", data).get("secrets")
     if isinstance(secrets, dict):
         request[SECRETS] = [v for v in cast("dict[str, object]", secrets).values() if isinstance(v, str)]
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise _Invalid(None, "the body nests too deeply; send a flat JSON object") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None
@@ -68,7 +75,7 @@ async def read_body[M: BaseModel](request: web.Request, model: type[M]) -> M:
 
 @web.middleware
 async def guard_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Our errors -> JSON with a status (422/404/409/400/500), secret values redacted."""
+    """Our errors -> JSON with a status (422/403/404/409/400/500), secret values redacted."""
     values: list[str] = request.get(SECRETS, [])
     try:
         return await handler(request)
@@ -83,6 +90,12 @@ async def guard_errors(request: web.Request, handler: Handler) -> web.StreamResp
     except SpecError as exc:
         field = exc.issues[0].path if exc.issues else None
         return error(422, "invalid", redact(str(exc), request.get(SECRETS, values)), field)
+    except PermissionDeniedError as exc:
+        message = redact(str(exc), request.get(SECRETS, values))
+        body = ErrorBody(error="forbidden", message=message, field=exc.field, allow=exc.allow)
+        return web.Response(
+            text=body.model_dump_json(exclude_none=True), status=403, content_type="application/json"
+        )
     except HarnessRunError as exc:
         message = redact(str(exc), request.get(SECRETS, values))
         if isinstance(exc, SessionNotFoundError):

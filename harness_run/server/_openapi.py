@@ -9,14 +9,23 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from harness_run.events import (
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    QuestionAnswerEvent,
+    QuestionEvent,
+)
 from harness_run.runtime.http import (
+    ApprovalList,
     CreateSession,
+    Decision,
     EngineList,
     ErrorBody,
     ExecOutput,
     ExecRequest,
     Health,
     Interrupted,
+    KeyInfo,
     SessionList,
     Steered,
     SteerRequest,
@@ -25,7 +34,7 @@ from harness_run.runtime.http import (
     TurnStarted,
     WorkspaceRequest,
 )
-from harness_run.store import EngineRecord, SessionRecord
+from harness_run.store import ApprovalRecord, EngineRecord, SessionRecord
 from harness_run.vocab.version import __version__
 
 __all__ = ["openapi_document"]
@@ -39,6 +48,7 @@ _OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] |
     ("get", "/v1/engines", "The engines this server serves", None, EngineList, 200),
     ("get", "/v1/engines/{name}", "One engine's current version", None, EngineRecord, 200),
     ("get", "/v1/engines/{name}/versions", "An engine's versions, oldest first", None, EngineList, 200),
+    ("get", "/v1/keys/me", "The caller's key: scopes, budget and spend", None, KeyInfo, 200),
     ("post", "/v1/engines/{name}/sessions", "Start a session", CreateSession, SessionRecord, 201),
     ("get", "/v1/sessions", "List sessions (?engine=)", None, SessionList, 200),
     ("get", "/v1/sessions/{session_id}", "A session's record, live status", None, SessionRecord, 200),
@@ -70,6 +80,30 @@ _OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] |
         ExecOutput,
         200,
     ),
+    (
+        "get",
+        "/v1/sessions/{session_id}/approvals",
+        "Tool calls and questions waiting for a person, and decided ones (?pending=1, ?turn=N|all)",
+        None,
+        ApprovalList,
+        200,
+    ),
+    (
+        "get",
+        "/v1/sessions/{session_id}/approvals/{request_id}",
+        "One approval request or question",
+        None,
+        ApprovalRecord,
+        200,
+    ),
+    (
+        "post",
+        "/v1/sessions/{session_id}/approvals/{request_id}",
+        "Allow or deny a waiting tool call, or answer a question (the first decision wins)",
+        Decision,
+        ApprovalRecord,
+        200,
+    ),
     ("post", "/v1/workspaces", "HarnessBox: start a session", WorkspaceRequest, SessionRecord, 201),
     ("get", "/v1/workspaces", "HarnessBox: list sessions", None, SessionList, 200),
     ("delete", "/v1/workspaces/{session_id}", "HarnessBox: delete a session", None, _NONE, 204),
@@ -77,8 +111,18 @@ _OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] |
     ("get", "/v1/workspaces/{session_id}/events", "HarnessBox: the event stream", None, _SSE, 200),
 ]
 
+_STREAMED: tuple[type[BaseModel], ...] = (
+    ApprovalRequestEvent,
+    ApprovalDecisionEvent,
+    QuestionEvent,
+    QuestionAnswerEvent,
+)
+"""Events of the SSE streams a client acts on (each ``data:`` is one AgentEvent, ``event:`` its type):
+documented as schemas, named by the streams' ``x-event-types``."""
+
 _MODELS: tuple[type[BaseModel], ...] = (
     ErrorBody,
+    *_STREAMED,
     *{m for _, _, _, req, res, _ in _OPERATIONS for m in (req, res) if isinstance(m, type)},
 )
 
@@ -129,10 +173,23 @@ def _operation(
         ]
     if request is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
+    if path.endswith("/approvals"):
+        op["parameters"] += [
+            {"name": "pending", "in": "query", "required": False, "schema": {"enum": ["1", "0", "true"]}},
+            {"name": "turn", "in": "query", "required": False, "schema": {"type": "string"}},
+        ]
     if response == _SSE:
         ok: dict[str, Any] = {
-            "description": "server-sent events",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "server-sent events: `event: <type>`, `id: <turn>:<seq>`, `data: <AgentEvent "
+            "JSON>`; a tool call waiting for a person is an `approval_request` (decide it with POST "
+            "/v1/sessions/{session_id}/approvals/{request_id}), then an `approval_decision`; a question "
+            "is a `question`, then a `question_answer`",
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string"},
+                    "x-event-types": {m.model_fields["type"].default: _ref(m) for m in _STREAMED},
+                }
+            },
         }
     elif isinstance(response, str):
         ok = {"description": "done"}
@@ -143,9 +200,26 @@ def _operation(
         str(status): ok,
         "400": {"description": "a request that cannot be carried out as asked", **errors},
         "401": {"description": "no, a wrong or a revoked API key", **errors},
-        "404": {"description": "unknown engine or session", **errors},
-        "409": {"description": "the session is running a turn", **errors},
+        "403": {
+            "description": "the key's scope, budget or the operator's policy does not allow it "
+            "(``allow`` names what would)",
+            **errors,
+        },
+        "404": {
+            "description": "unknown engine, or no session of this key's (another key's is a 404)",
+            **errors,
+        },
+        "409": {
+            "description": "the session is running a turn (approvals: the request was decided "
+            "already, or expired)",
+            **errors,
+        },
         "422": {"description": "the body does not validate (field named)", **errors},
+        "429": {
+            "description": "too many open streams for this key or session, or too many failed "
+            "key checks from this address",
+            **errors,
+        },
     }
     if path == "/healthz":
         op["security"] = []

@@ -19,8 +19,11 @@ from typing import Any
 
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, DeltaEvent, ResultEvent
-from harness_run.runtime import Engine, Run, Session
-from harness_run.runtime.local import LocalEngine
+from harness_run.runtime import AgentUser, Engine, Run, Session
+from harness_run.runtime.local import AgentUids, LocalEngine
+from harness_run.server._cloudrun import refuse_local_engines_on_cloud_run
+from harness_run.server._follow import POLL, Stamp, Watches, stored_after
+from harness_run.server._policy import ServerPolicy
 from harness_run.server._sandbox import FLAGS, SandboxAccess
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore
@@ -29,9 +32,6 @@ from harness_run.vocab import telemetry
 __all__ = ["ServerState"]
 
 log = logging.getLogger("harness_run.server")
-
-POLL = 1.0
-"""Seconds between store reads while a stream waits for a turn (turns of other processes)."""
 
 
 class ServerState:
@@ -50,7 +50,12 @@ class ServerState:
         *,
         docker_client: Any = None,
         sandbox: SandboxAccess | None = None,
+        agent_user: AgentUser | AgentUids | None = None,
+        policy: ServerPolicy | None = None,
     ) -> None:
+        self.policy = policy if policy is not None else ServerPolicy()
+        """What callers may change (``serve --policy``): checked before a session or turn starts."""
+        self._agent_user = agent_user  # local engines' agents: that uid, or one uid per session
         self.store = store
         self.workdir = workdir
         self._docker = docker_client
@@ -61,6 +66,14 @@ class ServerState:
         """Engines recorded in the store but not served, and why (start-up log, the no-engine error)."""
         chosen = {record.name: record for record in store.list_engines()}  # the newest of each name
         given = {spec.name: spec for spec in specs}
+        refused = refuse_local_engines_on_cloud_run(  # no agent inside a Cloud Run service (issue 22)
+            {**{n: r.runtime for n, r in chosen.items()}, **dict.fromkeys(given, "local")}
+        )
+        for name, why in refused.items():
+            self.skipped[name] = why
+            log.warning("not serving %s", why)
+        chosen = {n: r for n, r in chosen.items() if n not in refused}
+        given = {n: spec for n, spec in given.items() if n not in refused}
         self.engines: dict[str, Engine] = {}
         for name, record in chosen.items():
             if name in given:
@@ -70,12 +83,13 @@ class ServerState:
                 self.engines[name] = engine
         for name, spec in given.items():
             self.engines[name] = self._local(spec)
-        self._turn_started: dict[str, asyncio.Event] = {}
+        self.watches = Watches(store)
+        """What wakes the sessions' event streams (:meth:`events`)."""
         self._runs: dict[str, Run] = {}  # the turn each session last started here
         telemetry.add("harness_run.server.engines", len(self.engines))
 
     def _local(self, spec: AgentSpec) -> Engine:
-        return LocalEngine(spec, workdir=self.workdir, store=self.store)
+        return LocalEngine(spec, workdir=self.workdir, store=self.store, agent_user=self._agent_user)
 
     def _recorded(self, record: EngineRecord) -> Engine | None:
         if record.runtime == "local":
@@ -157,11 +171,10 @@ class ServerState:
         engine, harness = session.record.engine, session.harness
         telemetry.add("harness_run.server.active_sessions", 1, engine=engine)
         run_task.add_done_callback(lambda _: _turn_metrics(run, engine, harness))
-        waiter = self._turn_started.pop(session.session_id, None)
-        if waiter is not None:
-            waiter.set()
+        self.watches.wake(sid)
 
     async def close(self) -> None:
+        self.watches.close()
         for engine in self.engines.values():
             await engine.aclose()
 
@@ -173,36 +186,41 @@ class ServerState:
         """The session's events after the ``(turn, seq)`` cursor: stored ones, then live ones as they
         come, in order, each once; None when nothing came for :data:`POLL` seconds (a keep-alive).
         The running turn's text deltas come with its live events (``Run.follow``); the store has none.
-        ``until_result``: end after the first result event."""
-        cursor = after
-        sid = session.session_id
-        while True:
-            run = session.current_run
-            live_turn = run.turn if run is not None and _ahead(run, cursor) else None
-            for event in await asyncio.to_thread(self.store.read_events, sid):
-                if (event.turn, event.seq) > cursor and (live_turn is None or event.turn < live_turn):
-                    cursor = (event.turn, event.seq)
-                    yield event
-                    if until_result and isinstance(event, ResultEvent):
-                        return
-            if run is not None and live_turn is not None:
-                async for event in run.follow(cursor[1] if cursor[0] == run.turn else -1):
-                    if isinstance(event, DeltaEvent):  # live only: no cursor, never replayed
-                        yield event
-                        continue
-                    if (event.turn, event.seq) > cursor:
+        ``until_result``: end after the first result event.
+
+        The store is read from the cursor once, then again only when the session's stored record or
+        next-turn lease changed (a turn of another process; see :mod:`~harness_run.server._follow`);
+        a turn started here wakes the stream at once and is followed in memory."""
+        with self.watches.follow(session.session_id) as watch:
+            cursor = after
+            seen = -1  # the watch version the last store read covered: read at once
+            while True:
+                run = session.current_run
+                live_turn = run.turn if run is not None and _ahead(run, cursor) else None
+                if seen != watch.version:
+                    seen = watch.version
+                    last = live_turn - 1 if live_turn is not None else _last_turn(session, watch.stamp)
+                    sid = session.session_id
+                    for event in await asyncio.to_thread(stored_after, self.store, sid, cursor, last):
                         cursor = (event.turn, event.seq)
-                        if isinstance(event, ResultEvent):  # served once the session has applied it
-                            await asyncio.wait({asyncio.ensure_future(_settled(run))})
                         yield event
                         if until_result and isinstance(event, ResultEvent):
                             return
-                continue
-            waiter = self._turn_started.setdefault(sid, asyncio.Event())
-            try:
-                await asyncio.wait_for(waiter.wait(), POLL)
-            except TimeoutError:
-                yield None
+                if run is not None and live_turn is not None:
+                    async for event in run.follow(cursor[1] if cursor[0] == run.turn else -1):
+                        if isinstance(event, DeltaEvent):  # live only: no cursor, never replayed
+                            yield event
+                            continue
+                        if (event.turn, event.seq) > cursor:
+                            cursor = (event.turn, event.seq)
+                            if isinstance(event, ResultEvent):  # served once the session has applied it
+                                await asyncio.wait({asyncio.ensure_future(_settled(run))})
+                            yield event
+                            if until_result and isinstance(event, ResultEvent):
+                                return
+                    continue
+                if not await watch.wait(POLL):
+                    yield None
 
 
 def _turn_metrics(run: Run, engine: str, harness: str) -> None:
@@ -221,6 +239,12 @@ async def _settled(run: Run) -> None:
     """Wait until ``run``'s session has applied its outcome (whatever the turn's end)."""
     with contextlib.suppress(BaseException):
         await asyncio.shield(run.wait())
+
+
+def _last_turn(session: Session, stamp: Stamp | None) -> int:
+    """The last turn with stored events there may be: the record's (or the store's, if newer), and
+    the next one, which another process may be running."""
+    return max(session.record.turns, stamp[0] if stamp is not None else 0) + 1
 
 
 def _ahead(run: Run, cursor: tuple[int, int]) -> bool:

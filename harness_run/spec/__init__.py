@@ -9,6 +9,7 @@ from harness_run.spec._agent import (
     ReasoningEffort,
     json_schema_of,
 )
+from harness_run.spec._approvals import ApprovalPolicy
 from harness_run.spec._checks import check_prompt, is_reserved_env_name, looks_like_credential
 from harness_run.spec._config import DEPLOY_ONLY_FIELDS, SessionConfig, TurnConfig, effective_spec
 from harness_run.spec._git import CommitMoment, GitOptions
@@ -33,6 +34,7 @@ __all__ = [
     "DEPLOY_ONLY_FIELDS",
     "HARNESSES",
     "AgentSpec",
+    "ApprovalPolicy",
     "CommitMoment",
     "GitOptions",
     "GitRepo",

@@ -15,6 +15,7 @@ from pydantic import (
     model_serializer,
 )
 
+from harness_run.spec._approvals import ApprovalPolicy
 from harness_run.spec._base import SpecModel, from_document, spec_fail
 from harness_run.spec._checks import check_model_for_harness
 from harness_run.spec._git import GitOptions
@@ -124,6 +125,11 @@ class AgentSpec(SpecModel):
         description="Tools, shell commands and network the agent may not use; credential guards "
         "(on by default). Enforced by each harness before a tool runs.",
     )
+    approvals: ApprovalPolicy | None = Field(
+        default=None,
+        description="Tool calls that wait for a person's decision (shell commands, tools, file "
+        "writes); denied when nobody decides within timeout_s.",
+    )
 
     if TYPE_CHECKING:  # what type checkers show users: the shorthands and any sequence are accepted
 
@@ -157,15 +163,18 @@ class AgentSpec(SpecModel):
             model_base_url: str | None = None,
             git: GitOptions | None = None,
             security_policy: SecurityPolicy | Mapping[str, Any] = ...,
+            approvals: ApprovalPolicy | Mapping[str, Any] | None = None,
         ) -> None: ...
 
     @model_serializer(mode="wrap")
     def _drop_default_policy(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The default policy is left out of the data, so specs that do not set one keep their
-        engine digest."""
+        """The default policy (and no approvals) is left out of the data, so specs that do not set
+        one keep their engine digest."""
         data: dict[str, Any] = handler(self)
         if self.security_policy.is_default:
             data.pop("security_policy", None)
+        if self.approvals is None:
+            data.pop("approvals", None)
         return data
 
     # ---- checks that need other fields (the ones declared above them) ----------------------
@@ -194,6 +203,12 @@ class AgentSpec(SpecModel):
     @classmethod
     def _distinct_repos(cls, repos: tuple[GitRepo, ...]) -> tuple[GitRepo, ...]:
         _unique([r.dir_name for r in repos], "repository paths (set path= to tell them apart)")
+        if len(repos) > 1 and any(r.dir_name == "." for r in repos):
+            raise spec_fail(
+                f"path='.' (the workspace itself is the checkout) is for a lone repository; "
+                f"{len(repos)} are listed",
+                "give every repository its own path=, or list only the one cloned into '.'",
+            )
         return repos
 
     @field_validator("mcp_servers")
@@ -259,10 +274,13 @@ class AgentSpec(SpecModel):
             return cls.from_dict(data, source=name)
 
     def to_yaml(self, path: str | Path | None = None) -> str:
-        """YAML of the non-default fields (``output_schema`` as its JSON Schema)."""
+        """YAML of the non-default fields (``output_schema`` as its JSON Schema), written to ``path``
+        if given; ``from_yaml`` reads it back as this spec. Absolute local skill paths are written
+        relative to ``path``; what a spec file cannot hold is refused (SpecError naming the field)."""
+        from harness_run.spec._document import document_data
         from harness_run.spec._yaml import dump_yaml
 
-        text = dump_yaml(self.to_dict(exclude_defaults=True))
+        text = dump_yaml(document_data(self, self.skills, Path(path) if path is not None else None))
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from harness_run.errors import SpecError, SpecIssue
 from harness_run.spec._agent import AgentSpec, Harness, PermissionMode, ReasoningEffort
+from harness_run.spec._approvals import ApprovalPolicy
 from harness_run.spec._base import SpecModel, spec_fail
 from harness_run.spec._git import GitOptions
 from harness_run.spec._schema import OutputSchema
@@ -64,6 +65,9 @@ class _Overlay(SpecModel):
     timeout: Duration | None = None
     model_base_url: ModelBaseUrl | None = None
     git: GitOptions | None = None
+    approvals: ApprovalPolicy | None = None
+    """Replaces the spec's approval policy (whole) for this session or turn; an explicit None
+    clears it (a team server lets overlays only add approvals)."""
 
     _kind: ClassVar[str] = "config"
 
@@ -134,6 +138,7 @@ class SessionConfig(_Overlay):
             timeout: float | str | None = None,
             model_base_url: str | None = None,
             git: GitOptions | Mapping[str, Any] | None = None,
+            approvals: ApprovalPolicy | Mapping[str, Any] | None = None,
             harness: Harness | None = None,
             security_policy: SecurityPolicy | Mapping[str, Any] | None = None,
             branch: str | None = None,
@@ -164,6 +169,7 @@ class TurnConfig(_Overlay):
             timeout: float | str | None = None,
             model_base_url: str | None = None,
             git: GitOptions | Mapping[str, Any] | None = None,
+            approvals: ApprovalPolicy | Mapping[str, Any] | None = None,
         ) -> None: ...
 
 

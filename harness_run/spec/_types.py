@@ -190,8 +190,12 @@ McpUrl = Annotated[str, AfterValidator(_mcp_url)]
 ModelBaseUrl = Annotated[str, AfterValidator(_model_base_url)]
 RepoDir = Annotated[
     str,
-    AfterValidator(lambda v: check_relative_path(v, "path", "give the directory name to clone into")),
+    AfterValidator(
+        lambda v: v if v == "." else check_relative_path(v, "path", "give the directory name to clone into")
+    ),
 ]
+"""A repository's folder in the workspace; ``"."``: the workspace itself is the checkout (the agent
+and ``exec`` commands then run in the repository)."""
 SkillSubdir = Annotated[
     str,
     AfterValidator(lambda v: check_relative_path(v, "subdir", "leave subdir out for the whole repository")),

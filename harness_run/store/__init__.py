@@ -4,12 +4,14 @@
 stays light.
 """
 
+from harness_run.store._approvals import ApprovalRecord, ApprovalStore
 from harness_run.store._open import engine_view, open_store
 from harness_run.store._protocol import HistoryStore, SessionUpdate
 from harness_run.store._records import (
     ApiKeyRecord,
     EngineRecord,
     EngineRuntime,
+    KeyScope,
     SessionRecord,
     SessionStatus,
     SnapshotRef,
@@ -21,10 +23,13 @@ from harness_run.store.sqlite import SqliteStore
 
 __all__ = [
     "ApiKeyRecord",
+    "ApprovalRecord",
+    "ApprovalStore",
     "EngineRecord",
     "EngineRuntime",
     "GcsStore",
     "HistoryStore",
+    "KeyScope",
     "SessionRecord",
     "SessionStatus",
     "SessionUpdate",

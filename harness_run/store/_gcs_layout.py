@@ -34,11 +34,14 @@ def check_part(kind: str, value: str) -> str:
 class GcsLayout(GcsObjects):
     """Session placement: ``_session_name`` resolves a session's home (and moves an old one on write)."""
 
+    _only: tuple[str, ...] | None
+    """The only engines whose folders are used (:meth:`only_engines`); None: every one, found by listing."""
     _homes: dict[str, str]
     """session id -> its engine, for sessions known to be in the per-engine layout (they never move back)."""
 
     def _setup_layout(self, engine: str | None, confined: bool) -> None:
         self._homes = {}
+        self._only: tuple[str, ...] | None = None
         if engine is not None:
             check_part("engine name", engine)
             if confined:
@@ -60,8 +63,19 @@ class GcsLayout(GcsObjects):
             )
         )
 
+    def only_engines(self, engines: Iterable[str]) -> None:
+        """Use ``engines``' folders only: no listing of ``history/``, no old shared layout. A team
+        server's account may reach just the folders of the engines it serves (managed folders);
+        views made afterwards (:meth:`for_engine`) inherit this."""
+        self._only = tuple(sorted({check_part("engine name", e) for e in engines}))
+
+    @property
+    def _legacy(self) -> bool:
+        """Whether sessions of the old shared layout are looked for (not when confined or limited)."""
+        return not self.confined and self._only is None
+
     def _legacy_record(self, session_id: str) -> SessionRecord | None:
-        if self.confined:
+        if not self._legacy:
             return None
         return self._get_record(SessionRecord, self._name("sessions", session_id, "session.json"))
 
@@ -70,6 +84,8 @@ class GcsLayout(GcsObjects):
         root = self._name(HISTORY, "")
         if self.engine is not None:
             return [self.engine]
+        if self._only is not None:
+            return list(self._only)
 
         def listing() -> list[str]:
             found = self._client.list_blobs(

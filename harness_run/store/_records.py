@@ -21,6 +21,7 @@ __all__ = [
     "ApiKeyRecord",
     "EngineRecord",
     "EngineRuntime",
+    "KeyScope",
     "SessionRecord",
     "SessionStatus",
     "SnapshotRef",
@@ -32,6 +33,8 @@ EngineRuntime = Literal[
     "local",  # local.deploy(): host processes
     "container",  # local containers of the compiled image
     "sandbox",  # sandbox.deploy(): Agent Sandbox on Kubernetes
+    "e2b",  # harness_run.runtime.e2b: E2B sandboxes of a template
+    "daytona",  # harness_run.runtime.daytona: Daytona sandboxes of a snapshot
 ]
 SessionStatus = Literal[
     "idle",  # no turn running; the last one (if any) ended without an error
@@ -93,6 +96,8 @@ class SessionRecord(_Record):
     """The last commit of the session's work (``git`` options), after a turn or on close."""
     pushed_ref: str | None = None
     """The remote ref that commit was pushed to."""
+    owner: str | None = None
+    """The id of the team-server API key that made the session (None: made by the library)."""
 
     @property
     def branch(self) -> str | None:
@@ -127,11 +132,27 @@ class TurnLease(_Record):
     renewed_at: float
 
 
+KeyScope = Literal[
+    "read",  # list and read its own sessions, their events and history
+    "turn",  # read + start sessions and turns, steer and interrupt them (the default)
+    "exec",  # turn + run commands in its sessions' workspaces
+    "admin",  # everything, on every key's sessions; key and spend overviews
+]
+
+
 class ApiKeyRecord(_Record):
-    """A server API key (``harness-run serve keys``): only its sha256 is kept, never the key."""
+    """A server API key (``harness-run serve keys``): only its sha256 is kept, never the key.
+
+    ``mac`` authenticates the record under the server's secret (not in the store): a record that
+    ``keys create`` did not make is never accepted."""
 
     key_id: str
     name: str
     sha256: str
     created_at: float
     revoked_at: float | None = None
+    scopes: tuple[KeyScope, ...] = ("turn",)
+    budget_usd: float | None = None
+    """Spend allowed per ``budget_per`` period (None: no key budget)."""
+    budget_per: Literal["day", "month"] | None = None
+    mac: str = ""

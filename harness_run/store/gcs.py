@@ -47,6 +47,7 @@ from harness_run.store._common import (
     load_event,
     merge_events,
 )
+from harness_run.store._gcs_approvals import GcsApprovals
 from harness_run.store._gcs_io import Conflict
 from harness_run.store._gcs_layout import GcsLayout, check_part
 from harness_run.store._protocol import SessionUpdate
@@ -73,7 +74,7 @@ def _writers(data: bytes) -> list[str]:
 _check_part = check_part
 
 
-class GcsStore(GcsLayout):
+class GcsStore(GcsApprovals, GcsLayout):
     """History under ``gs://<bucket>/<prefix>``; see the module docstring for the layout.
 
     ``client`` is a ``google.cloud.storage.Client`` to reuse (not closed by :meth:`close`); without
@@ -136,6 +137,7 @@ class GcsStore(GcsLayout):
             engine=engine,
         )
         view._parent = self
+        view._only = self._only
         return view
 
     # --- engines -------------------------------------------------------------------------------
@@ -278,7 +280,7 @@ class GcsStore(GcsLayout):
             for blob in blobs:
                 sid = blob.name.rsplit("/", 1)[-1]
                 names[sid] = self._home(e, "sessions", sid, "session.json")
-        if not self.confined:  # sessions of the old shared layout not moved yet
+        if self._legacy:  # sessions of the old shared layout not moved yet
             old = (
                 self._name("index", check_part("engine name", engine), "")
                 if engine
@@ -496,7 +498,7 @@ class GcsStore(GcsLayout):
         if legacy is not None and self.engine is not None and legacy.engine != self.engine:
             legacy = None  # another engine's session: not this view's to delete
         roots = [self._home(engine, "sessions", session_id, "")] if engine else []
-        if not self.confined and (legacy is not None or engine is None):
+        if self._legacy and (legacy is not None or engine is None):
             roots.append(self._name("sessions", session_id, ""))
         for root in roots:
             names = [b.name for b in self._list(root)]
@@ -523,7 +525,7 @@ class GcsStore(GcsLayout):
     def get_blob(self, key: str) -> bytes | None:
         name = self._blob_name(key)
         got = self._read(name)
-        if got is None and self.engine is not None and not self.confined:  # a snapshot of the old layout
+        if got is None and self.engine is not None and self._legacy:  # a snapshot of the old layout
             name = self._name("blobs", key)
             got = self._read(name)
         if got is None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from harness_run.errors import StoreError
 from harness_run.events import AgentEvent
+from harness_run.store._approvals import ApprovalDecision, ApprovalRecord, DecidedBy, decided, not_found
 from harness_run.store._common import (
     busy_error,
     check_blob_key,
@@ -45,6 +46,8 @@ CREATE TABLE IF NOT EXISTS events (session_id TEXT, turn INTEGER, seq INTEGER, b
 CREATE TABLE IF NOT EXISTS turn_locks (session_id TEXT, turn INTEGER, holder TEXT, at REAL,
                                        PRIMARY KEY (session_id, turn));
 CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, created_at REAL, body TEXT);
+CREATE TABLE IF NOT EXISTS approvals (session_id TEXT, request_id TEXT, pending INTEGER, created_at REAL,
+                                      body TEXT, PRIMARY KEY (session_id, request_id));
 """
 _CORE_TABLES = frozenset({"engines", "sessions", "turns", "events"})
 _M = TypeVar("_M", bound=BaseModel)
@@ -263,6 +266,7 @@ class SqliteStore:
                 ("turns", "session_id"),
                 ("events", "session_id"),
                 ("turn_locks", "session_id"),
+                ("approvals", "session_id"),
             ):
                 db.execute(f"DELETE FROM {table} WHERE {column}=?", (session_id,))
 
@@ -283,6 +287,63 @@ class SqliteStore:
     def list_api_keys(self) -> list[ApiKeyRecord]:
         rows = self._exec("SELECT key_id, body FROM api_keys ORDER BY created_at")
         return [self._load(ApiKeyRecord, body, f"API key {key_id}") for key_id, body in rows]
+
+    # --- approvals (a tool call waiting for a person) ---------------------------------------------
+
+    def put_approval(self, record: ApprovalRecord) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO approvals VALUES (?, ?, ?, ?, ?)",
+            (
+                record.session_id,
+                record.request_id,
+                int(record.pending),
+                record.created_at,
+                record.model_dump_json(),
+            ),
+        )
+
+    def get_approval(self, session_id: str, request_id: str) -> ApprovalRecord | None:
+        rows = self._exec(
+            "SELECT body FROM approvals WHERE session_id=? AND request_id=?", (session_id, request_id)
+        )
+        return self._load(ApprovalRecord, rows[0][0], f"approval {request_id}") if rows else None
+
+    def list_approvals(self, session_id: str, *, pending: bool = False) -> list[ApprovalRecord]:
+        where = " AND pending=1" if pending else ""
+        rows = self._exec(
+            f"SELECT request_id, body FROM approvals WHERE session_id=?{where} ORDER BY created_at",
+            (session_id,),
+        )
+        return [self._load(ApprovalRecord, body, f"approval {rid}") for rid, body in rows]
+
+    def decide_approval(
+        self,
+        session_id: str,
+        request_id: str,
+        *,
+        decision: ApprovalDecision | None = None,
+        answer: str | None = None,
+        by: DecidedBy,
+        reason: str | None = None,
+        key_id: str | None = None,
+    ) -> ApprovalRecord:
+        """The first decision wins (in one write transaction); see :func:`decided` for the refusals."""
+
+        def work(db: sqlite3.Connection) -> ApprovalRecord:
+            rows = db.execute(
+                "SELECT body FROM approvals WHERE session_id=? AND request_id=?", (session_id, request_id)
+            ).fetchall()
+            if not rows:
+                raise not_found(session_id, request_id)
+            current = self._load(ApprovalRecord, rows[0][0], f"approval {request_id}")
+            new = decided(current, decision=decision, answer=answer, by=by, reason=reason, key_id=key_id)
+            db.execute(
+                "UPDATE approvals SET pending=0, body=? WHERE session_id=? AND request_id=?",
+                (new.model_dump_json(), session_id, request_id),
+            )
+            return new
+
+        return self._transaction(work, f"decide approval {request_id} of session {session_id}")
 
     def reserve_turn(self, session_id: str, turn: int, holder: str) -> None:
         def work(db: sqlite3.Connection) -> str:

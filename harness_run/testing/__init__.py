@@ -30,6 +30,7 @@ from harness_run.testing._cli import serve_forever
 from harness_run.testing._gcs import FakeGcsServer
 from harness_run.testing._loader import load_script, parse_script
 from harness_run.testing._model import SIDE_REPLY_TEXT, ScriptedModel, SideDetector
+from harness_run.testing._providers import PROVIDER_CHECKS, ProviderFactory, check_sandbox_provider
 from harness_run.testing._replies import (
     HttpError,
     Part,
@@ -55,6 +56,7 @@ from harness_run.testing._script import EXHAUSTED_TEXT, Matcher, Rule, ScriptIte
 
 __all__ = [
     "EXHAUSTED_TEXT",
+    "PROVIDER_CHECKS",
     "SIDE_REPLY_TEXT",
     "ApiKind",
     "FakeGcsServer",
@@ -63,6 +65,7 @@ __all__ = [
     "Message",
     "Outcome",
     "Part",
+    "ProviderFactory",
     "RecordedRequest",
     "Reply",
     "Rule",
@@ -76,6 +79,7 @@ __all__ = [
     "Usage",
     "UsageLike",
     "WriteFile",
+    "check_sandbox_provider",
     "combine",
     "drop",
     "error",

@@ -12,12 +12,14 @@ from typing import Final
 __all__ = [
     "BUILDER_VERSION",
     "CLAUDE_AGENT_SDK",
+    "CODEX_VERSION",
     "DEFAULT_BASE_IMAGE",
     "HARNESS_CLI_PINS",
     "IMAGE_REQUIREMENTS",
     "LIBRARY_REQUIREMENTS",
     "NPM_BOOTSTRAP_TARBALL",
     "NPM_PACKAGES",
+    "OPENCODE_VERSION",
     "OTEL_REQUIREMENTS",
     "WORKER_REQUIREMENTS",
 ]
@@ -29,11 +31,17 @@ DEFAULT_BASE_IMAGE: Final = "python:3.12-slim-bookworm"
 # Claude Code ships inside the claude-agent-sdk wheel (``claude_agent_sdk/_bundled/claude``).
 CLAUDE_AGENT_SDK: Final = "claude-agent-sdk==0.2.189"
 
-# Codex and OpenCode come from npm (each pulls a native binary from a platform package). The PyPI
-# ``openai-codex-cli-bin`` wheel tops out at 0.163.0, behind the Codex we pin, so npm it is.
+# One version per harness on every runtime: the local runtime's copy (pyproject ``local`` extra, or
+# ``scripts/bootstrap`` for OpenCode) and the image's are the same release. tests/test_pins.py holds
+# them together. Codex is the newest release that both the PyPI ``openai-codex-cli-bin`` wheel (the
+# local runtime) and npm publish; OpenCode is published on npm only.
+CODEX_VERSION: Final = "0.163.0"
+OPENCODE_VERSION: Final = "1.18.33"
+
+# In images, Codex and OpenCode come from npm (each pulls a native binary from a platform package).
 NPM_PACKAGES: Final[dict[str, str]] = {
-    "codex": "@openai/codex@0.171.0",
-    "opencode": "opencode-ai@1.18.33",
+    "codex": f"@openai/codex@{CODEX_VERSION}",
+    "opencode": f"opencode-ai@{OPENCODE_VERSION}",
 }
 
 # Debian's ``npm`` package drags in ~360 node-* packages (minutes of unpacking); the image installs

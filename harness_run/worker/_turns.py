@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness_run.errors import (
     HarnessRunError,
@@ -40,6 +40,8 @@ from harness_run.runtime.remote import (
 from harness_run.security import secret_values
 from harness_run.spec import AgentSpec, LocalSkill, SessionConfig, TurnConfig, effective_spec
 from harness_run.store import (
+    ApprovalRecord,
+    ApprovalStore,
     EngineRecord,
     HistoryStore,
     SessionRecord,
@@ -123,6 +125,37 @@ class WorkerStore:
 
     def delete_session(self, session_id: str) -> None:
         self.inner.delete_session(session_id)
+
+    # approvals: the turn's guard writes and waits on them here; clients decide them in the same
+    # store (from any process), so the waiting guard reads their decisions back from it
+    def _approvals(self) -> ApprovalStore:
+        if not isinstance(self.inner, ApprovalStore):
+            raise UsageError(f"the worker's history store ({type(self.inner).__name__}) keeps no approvals")
+        return self.inner
+
+    def put_approval(self, record: ApprovalRecord) -> None:
+        self._approvals().put_approval(record)
+
+    def get_approval(self, session_id: str, request_id: str) -> ApprovalRecord | None:
+        return self._approvals().get_approval(session_id, request_id)
+
+    def list_approvals(self, session_id: str, *, pending: bool = False) -> list[ApprovalRecord]:
+        return self._approvals().list_approvals(session_id, pending=pending)
+
+    def decide_approval(
+        self,
+        session_id: str,
+        request_id: str,
+        *,
+        decision: Literal["allow", "deny"] | None = None,
+        answer: str | None = None,
+        by: Literal["client", "timeout"],
+        reason: str | None = None,
+        key_id: str | None = None,
+    ) -> ApprovalRecord:
+        return self._approvals().decide_approval(
+            session_id, request_id, decision=decision, answer=answer, by=by, reason=reason, key_id=key_id
+        )
 
     def put_blob(self, data: bytes) -> str:
         return self.inner.put_blob(data)
@@ -277,10 +310,11 @@ class Worker:
                 f"{record.turns + 1}, not {request.turn}; re-read the session and retry"
             )
         await asyncio.to_thread(self._drop_stale_workspace, record)
-        session = self._engine().get_session(request.session_id)
+        session = await asyncio.to_thread(self._engine().get_session, request.session_id)
         turn_config = TurnConfig.from_dict(request.turn_config) if request.turn_config else None
         secrets = dict(request.secrets)
-        run = session.run(request.prompt, secrets=secrets, config=turn_config)  # checks secrets, config
+        # checks secrets and config; the reservation in the store (GCS in a pod) off the event loop
+        run = await session.start(request.prompt, secrets=secrets, config=turn_config)
         return TurnState(turn_id=request.turn_id, session=session, run=run, secrets=secret_values(secrets))
 
     def _drop_stale_workspace(self, record: SessionRecord) -> None:

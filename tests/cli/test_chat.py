@@ -193,7 +193,7 @@ def test_chat_through_a_server_from_a_pipe(
     scripted_model.add(shell("echo served"), text(LONG), text("second answer"))
     store = tmp_path / "store"
     env = _env(scripted_model)
-    made = _cli(["serve", "keys", "create", "--name", "chat", "--store", str(store)], env)
+    made = _cli(["serve", "keys", "create", "--name", "chat", "--scope", "exec", "--store", str(store)], env)
     key = made.stdout.split()[-1]
     server = subprocess.Popen(
         [
@@ -207,6 +207,7 @@ def test_chat_through_a_server_from_a_pipe(
             "0",
             "--spec",
             str(spec_file),
+            "--allow-exec",  # /exec runs on this host: the operator allows it
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

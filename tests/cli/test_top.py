@@ -54,11 +54,11 @@ async def test_once_shows_the_local_sessions(tmp_path: Path, scripted_model: Scr
 
 async def test_once_shows_a_servers_sessions(tmp_path: Path, scripted_model: ScriptedModel) -> None:
     scripted_model.add(text("served"))
-    spec = AgentSpec(name="served", harness="claude-code", model=MODEL)
+    spec = AgentSpec(name="served", harness="claude-code", model=MODEL, model_base_url=scripted_model.url)
     with ServerThread(tmp_path, [spec]) as server:
         engine = harness_run.connect(server.url, api_key=server.key)
         session = engine.start_session()
-        await session.run("hi", secrets={"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "k"})
+        await session.run("hi", secrets={"ANTHROPIC_API_KEY": "k"})
         await engine.aclose()
         shown = cli("top", "--once", "--server", server.url, env={**WIDE, "HARNESS_RUN_API_KEY": server.key})
         refused = cli("top", "--once", "--server", server.url, env={"HARNESS_RUN_API_KEY": "hrk_0_wrong"})

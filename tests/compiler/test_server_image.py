@@ -51,7 +51,7 @@ def test_the_image_serves_its_specs_on_port_from_the_environment() -> None:
     cmd = json.loads(dockerfile.rsplit("CMD ", 1)[1])
     assert cmd[:2] == ["sh", "-c"]
     assert cmd[2].startswith(
-        'exec harness-run serve --host 0.0.0.0 --port "${PORT:-8080}" --store "${HARNESS_RUN_STORE:?'
+        'exec harness-run serve --host 0.0.0.0 --port "${PORT:-8080}" --serve-recorded --store "${HARNESS_RUN_STORE:?'
     )
     assert cmd[2].endswith(
         "--spec /opt/harness-run/specs/a-agent.json --spec /opt/harness-run/specs/b-agent.json"

@@ -44,6 +44,9 @@ def flag(name: str) -> str:
     return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{name}="))
 
 
+CSV = "--format=csv[no-heading](bindings.role,bindings.members)"
+
+
 if tool == "kubectl":
     if args[:2] == ["config", "current-context"]:
         need("credentials", state.get("context", ""))
@@ -54,6 +57,21 @@ if tool == "kubectl":
     if args[:2] == ["create", "namespace"]:
         have.add(f"namespace/{args[2]}")
         save()
+        sys.exit(0)
+    if args[:3] == ["apply", "-f", "-"]:  # a List from stdin: kept by kind/namespace/name
+        objects: dict[str, object] = state.setdefault("k8s", {})
+        for item in json.loads(sys.stdin.read())["items"]:
+            meta = item["metadata"]
+            objects[f"{item['kind']}/{meta['namespace']}/{meta['name']}"] = item
+        save()
+        sys.exit(0)
+    if args[:2] == ["get", "role,rolebinding"]:
+        namespace = args[args.index("-n") + 1]
+        found = [state.get("k8s", {}).get(f"{k}/{namespace}/{args[2]}") for k in ("Role", "RoleBinding")]
+        if None in found:
+            print(f"Error from server (NotFound): {args[2]} not found", file=sys.stderr)
+            sys.exit(1)
+        print(json.dumps({"kind": "List", "items": found}))
         sys.exit(0)
 if tool == "gcloud":
     head = args[:3]
@@ -84,8 +102,38 @@ if tool == "gcloud":
             folders[url].append(flag("member"))
         save()
         sys.exit(0)
+    bucket_bindings: list[list[str]] = state.setdefault("bucket_bindings", [])
     if args[:3] == ["storage", "buckets", "remove-iam-policy-binding"]:
-        members[:] = [m for m in members if m != flag("member")]
+        role_given = [a for a in args if a.startswith("--role=")]
+        if role_given and [flag("role"), flag("member")] not in bucket_bindings:
+            print("ERROR: Policy binding with the specified principal and role not found!", file=sys.stderr)
+            sys.exit(1)
+        bucket_bindings[:] = [b for b in bucket_bindings if b != [flag("role"), flag("member")]]
+        if not any(m == flag("member") for _, m in bucket_bindings):
+            members[:] = [m for m in members if m != flag("member")]
+        save()
+        sys.exit(0)
+    if args[:3] == ["storage", "buckets", "get-iam-policy"] and CSV in args:
+        print("\n".join(f"{r},{m}" for r, m in bucket_bindings))
+        sys.exit(0)
+    if args[:3] == ["storage", "buckets", "add-iam-policy-binding"]:
+        bucket_bindings.append([flag("role"), flag("member")])  # and the members, below
+    if args[:1] == ["secrets"]:  # every secret exists; state["secrets"][name]: [role, member] pairs
+        secret_bindings: list[list[str]] = state.setdefault("secrets", {}).setdefault(args[2], [])
+        if args[1] == "get-iam-policy":
+            print("\n".join(f"{r},{m}" for r, m in secret_bindings))
+            sys.exit(0)
+        if args[1] == "add-iam-policy-binding":
+            secret_bindings.append([flag("role"), flag("member")])
+            save()
+            sys.exit(0)
+    if head[:2] == ["projects", "remove-iam-policy-binding"]:
+        bound = [b for b in state.get("project_bindings", []) if b != [flag("role"), flag("member")]]
+        if len(bound) == len(state.get("project_bindings", [])):
+            print("ERROR: Policy binding with the specified principal and role not found!", file=sys.stderr)
+            sys.exit(1)
+        state["project_bindings"] = bound
+        state["project_members"] = sorted({m for _, m in bound})
         save()
         sys.exit(0)
     for kind, verb_at in (

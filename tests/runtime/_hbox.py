@@ -22,10 +22,11 @@ from ._readme import adapt, readme_blocks, run_block
 
 AUTHOR = "HarnessBox <harnessbox@localhost>"
 RULES = [
-    Rule(match="failing test", reply=shell("cd repo 2>/dev/null; echo fixed > fixed.txt")),
-    Rule(match="Fix the tests", reply=shell("cd repo 2>/dev/null; echo fixed > fixed.txt")),
-    Rule(match="auth bug", reply=shell("echo auth > repo/auth.txt")),
-    Rule(match="dark mode", reply=shell("echo dark > repo/dark.txt")),
+    # the agent starts in the checkout (HarnessBox's working directory): plain relative paths
+    Rule(match="failing test", reply=shell("echo fixed > fixed.txt")),
+    Rule(match="Fix the tests", reply=shell("echo fixed > fixed.txt")),
+    Rule(match="auth bug", reply=shell("echo auth > auth.txt")),
+    Rule(match="dark mode", reply=shell("echo dark > dark.txt")),
     Rule(match="Hello", reply=text("hello there")),
     Rule(reply=text("all done"), tool_result=True),
 ]

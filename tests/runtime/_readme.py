@@ -4,8 +4,8 @@
 HarnessBox README our API matches). :func:`readme_blocks` extracts its ```python blocks per section
 heading; :func:`adapt` substitutes only what points outside this machine — the import
 (``harnessbox`` -> ``harness_run.harnessbox``), the provider, the model endpoint and key, the repo
-URL (plus its token, the test git server needs one) — and :func:`run_block` executes the result with
-top-level ``await``, as the README's snippets are written.
+URL (plus its token, the test git server needs one), the team server's address — and
+:func:`run_block` executes the result with top-level ``await``, as the README's snippets are written.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def adapt(source: str) -> str:
     )
     out = out.replace("secrets={...}", 'secrets={"harness_secrets": MODEL_SECRETS}')
     out = re.sub(r'remote="https://github\.com/[^"]+",?', "remote=REMOTE, auth_token=REPO_TOKEN,", out)
+    out = out.replace('base_url="http://localhost:8080"', "base_url=SERVER_URL")  # a served test server
     assert "e2b" not in out.replace("E2B_API_KEY", ""), out
     return out
 

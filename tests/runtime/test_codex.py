@@ -264,7 +264,7 @@ async def test_structured_output_instructions_and_effort(
         ),
     )
     assert (replaced.text, replaced.structured_output) == ("plain", None)
-    # mid-thread, 0.163 re-renders the base prompt; 0.171 adds a "<model_instructions>" message
+    # mid-thread, Codex re-renders its base prompt with the replacement
     assert any("REPLACE-MARK-9912 you are terse" in t for t in developer_texts(codex_model.main_requests[1]))
 
     fresh = engine.start_session(

@@ -139,7 +139,7 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
     otel = in_memory()
     store = open_store(deployed.store_url)
     try:
-        _, key = create_key(key_store(store), "tests")
+        _, key = create_key(key_store(store), "tests", scopes=("exec",))
     finally:
         store.close()
     env = {
@@ -217,7 +217,18 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
 
 def _serve(store_url: str, env: dict[str, str], *flags: str) -> subprocess.Popen[str]:
     """``harness-run serve`` over ``store_url`` on a free port of 127.0.0.1, in its own process."""
-    args = [sys.executable, "-m", "harness_run", "serve", "--store", store_url, "--port", "0", *flags]
+    args = [
+        sys.executable,
+        "-m",
+        "harness_run",
+        "serve",
+        "--store",
+        store_url,
+        "--port",
+        "0",
+        "--serve-recorded",
+        *flags,
+    ]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -172,7 +172,7 @@ async def test_the_served_guard_allows_denies_and_fails_closed(
         def broken(*_args: object, **_kwargs: object) -> str | None:
             raise RuntimeError("guard bug")
 
-        monkeypatch.setattr(_guard_broker, "decide", broken)
+        monkeypatch.setattr(_guard_broker, "guard_verdict", broken)
         code, err, _ = await _ask(command, benign)
         assert code == 2 and "the guard failed" in err
         monkeypatch.undo()

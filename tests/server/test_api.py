@@ -22,21 +22,9 @@ import harness_run
 from harness_run import AgentSpec, Secret
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._helpers import MODEL, ServerThread, cli
+from ._helpers import MODEL, ServerThread, call, cli
 
 CANARY = "canary-7c1e9f0b2d4a"
-
-
-def _call(url: str, method: str = "GET", body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())  # every error is JSON
 
 
 def _sse(
@@ -82,43 +70,52 @@ def test_keys_auth_and_errors_are_json_naming_the_fix(tmp_path: Path) -> None:
     spec = AgentSpec(name="api", harness="claude-code", model=MODEL)
     with ServerThread(tmp_path, [spec]) as server:
         base = server.url
-        assert _call(f"{base}/healthz")[0] == 200
-        status, doc = _call(f"{base}/openapi.json")
+        assert call(f"{base}/healthz")[0] == 200
+        status, doc = call(f"{base}/openapi.json")
         assert status == 200 and doc["openapi"].startswith("3.1")
         assert "/v1/workspaces/{session_id}/prompt" in doc["paths"]
         assert "TurnRequest" in doc["components"]["schemas"]
 
         for wrong in (None, "hrk_0000_wrong", key + "x"):
-            status, body = _call(f"{base}/v1/sessions", key=wrong)
+            status, body = call(f"{base}/v1/sessions", key=wrong)
             assert status == 401 and "harness-run serve keys create" in body["message"]
-        assert _call(f"{base}/v1/sessions", key=key) == (200, {"sessions": []})
+        assert call(f"{base}/v1/sessions", key=key) == (200, {"sessions": []})
 
-        status, body = _call(
-            f"{base}/v1/engines/api/sessions", "POST", {"config": {"max_turns": "many"}}, key
-        )
+        status, body = call(f"{base}/v1/engines/api/sessions", "POST", {"config": {"max_turns": "many"}}, key)
         assert status == 422 and body["field"] == "max_turns", body
-        status, created = _call(f"{base}/v1/workspaces", "POST", {}, key)
+        status, created = call(f"{base}/v1/workspaces", "POST", {}, key)
         assert status == 201 and created["engine"] == "api"
         sid = created["session_id"]
-        status, body = _call(f"{base}/v1/sessions/{sid}/turns", "POST", {"promt": "typo"}, key)
+        status, body = call(f"{base}/v1/sessions/{sid}/turns", "POST", {"promt": "typo"}, key)
         assert status == 422 and body["field"] == "prompt", body
-        status, body = _call(f"{base}/v1/sessions/{sid}/turns", "POST", b"not json", key)
+        status, body = call(f"{base}/v1/sessions/{sid}/turns", "POST", b"not json", key)
         assert status == 422 and "not JSON" in body["message"]
         missing = str(uuid.uuid4())
-        status, body = _call(f"{base}/v1/sessions/{missing}", key=key)
+        status, body = call(f"{base}/v1/sessions/{missing}", key=key)
         assert status == 404 and missing in body["message"]
-        assert _call(f"{base}/v1/engines/nope", key=key)[0] == 404
-        assert _call(f"{base}/v1/nothing-here", key=key)[0] == 404
-        assert _call(f"{base}/v1/workspaces/{sid}", "DELETE", key=key)[0] == 204
-        assert _call(f"{base}/v1/sessions/{sid}", key=key)[0] == 404
+        assert call(f"{base}/v1/engines/nope", key=key)[0] == 404
+        assert call(f"{base}/v1/nothing-here", key=key)[0] == 404
+        assert call(f"{base}/v1/workspaces/{sid}", "DELETE", key=key)[0] == 204
+        assert call(f"{base}/v1/sessions/{sid}", key=key)[0] == 404
 
         revoked = cli("serve", "keys", "revoke", key_id, "--store", str(tmp_path))
         assert revoked.returncode == 0 and "revoked" in revoked.stdout
-        assert _call(f"{base}/v1/sessions", key=key)[0] == 401
+        assert call(f"{base}/v1/sessions", key=key)[0] == 401
 
 
 def _serve(store: Path, *specs: Path) -> tuple[subprocess.Popen[str], str]:
-    args = [sys.executable, "-m", "harness_run", "serve", "--store", str(store), "--port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "harness_run",
+        "serve",
+        "--store",
+        str(store),
+        "--port",
+        "0",
+        "--serve-recorded",
+        "--allow-endpoints",
+    ]
     for spec in specs:
         args += ["--spec", str(spec)]
     proc = subprocess.Popen(
@@ -151,7 +148,7 @@ async def test_restart_replay_and_secrets_never_stored_or_logged(
     logs = ""
     proc, base = _serve(store, spec_file)
     try:
-        _, created = _call(f"{base}/v1/workspaces", "POST", {}, key)
+        _, created = call(f"{base}/v1/workspaces", "POST", {}, key)
         sid = created["session_id"]
         live = _sse(f"{base}/v1/workspaces/{sid}/prompt", key, {"prompt": "show it", "secrets": secrets})
         deltas = [(i, e) for i, e in live if e["type"] == "delta"]  # live only: no id, never replayed
@@ -167,7 +164,7 @@ async def test_restart_replay_and_secrets_never_stored_or_logged(
         assert [e for _, e in replayed] == [e for _, e in streamed[3:]]
         assert [i for i, _ in _sse(f"{base}/v1/sessions/{sid}/events?after=-1", key)] == ids
         bodies = json.dumps([e for _, e in streamed]) + json.dumps(
-            _call(f"{base}/v1/sessions/{sid}/history", key=key)
+            call(f"{base}/v1/sessions/{sid}/history", key=key)
         )
     finally:
         logs += _stop(proc)

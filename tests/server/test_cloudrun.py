@@ -9,6 +9,7 @@ refused before anything is built or sent. The image build and push are tested wi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from testkit.cloudrun import CloudRunStandIn
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.server import ServiceSettings, deploy_server, run_client
 from harness_run.server._cloudrun import CONFIG_ANNOTATION, apply_service
+from harness_run.vocab.gcp import parse_secret
 
 CANARY = "canary-cloudrun-5d2e8f1a9b"
 IMAGE = "127.0.0.1:5000/hr-test/harness-run-server:0123456789ab"
@@ -61,6 +63,7 @@ def test_first_deploy_creates_the_service_the_client_sends_what_we_expect(api: C
     assert calls[2][0] == "GET" and calls[2][1].startswith(f"{parent}/operations/"), (
         "the operation was polled"
     )
+    assert calls[3] == ("GET", f"{parent}/services/team:getIamPolicy"), "no public binding is left"
     create = api.requests[1]
     assert create.query["serviceId"] == "team"
     body = create.body
@@ -73,7 +76,10 @@ def test_first_deploy_creates_the_service_the_client_sends_what_we_expect(api: C
     assert body["template"]["serviceAccount"] == "harness-run-server@test-project.iam.gserviceaccount.com"
     assert body["template"]["scaling"] == {"minInstanceCount": 1, "maxInstanceCount": 1}
     assert body["template"]["sessionAffinity"] is True
-    assert body["invokerIamDisabled"] is True
+    assert "invokerIamDisabled" not in body, "private: Cloud Run's IAM invoker check stays on"
+    assert body["ingress"] == 1, "INGRESS_TRAFFIC_ALL (enums travel as numbers): IAM decides who calls"
+    assert body["template"]["timeout"] == "3600s", "an explicit timeout: SSE streams are long"
+    assert body["template"]["maxInstanceRequestConcurrency"] == 250
     assert len(body["annotations"][CONFIG_ANNOTATION]) == 64
     assert CANARY not in str(api.requests)
 
@@ -83,7 +89,7 @@ def test_unchanged_settings_send_nothing_and_a_change_updates(api: CloudRunStand
     before = len(api.requests)
     action, url, steps = _apply(api, _settings())
     assert action == "unchanged" and url.startswith("https://team-")
-    assert [r.method for r in api.requests[before:]] == ["GET"], "only read: no update sent"
+    assert [r.method for r in api.requests[before:]] == ["GET", "GET"], "only read: no update sent"
     assert any("up to date: nothing sent" in s for s in steps)
 
     before = len(api.requests)
@@ -97,7 +103,8 @@ def test_unchanged_settings_send_nothing_and_a_change_updates(api: CloudRunStand
     stored = api.services["projects/test-project/locations/us-central1/services/team"]
     assert stored["generation"] == "2"
     assert _apply(api, _settings(image=new_image, max_instances=3))[0] == "unchanged"
-    assert _apply(api, _settings(image=new_image, max_instances=3, public=False))[0] == "updated"
+    assert _apply(api, _settings(image=new_image, max_instances=3, public=True))[0] == "updated"
+    assert api.writes()[-1].body["invokerIamDisabled"] is True  # type: ignore[index]
     assert api.refusals == []
 
 
@@ -173,7 +180,9 @@ def test_bad_input_is_refused_before_anything_is_built_or_sent(
 
 def test_an_empty_store_has_nothing_to_serve(api: CloudRunStandIn, gcs_store_url: str) -> None:
     with pytest.raises(
-        UsageError, match=r"nothing to serve: .* records no local or sandbox engine; pass --spec FILE"
+        UsageError,
+        match=r"nothing to serve: .* records no sandbox engine; deploy one first with "
+        r"harness_run.sandbox.deploy\(spec, project='test-project'",
     ):
         deploy_server(
             project="test-project",
@@ -215,3 +224,143 @@ def test_the_cli_says_what_is_wrong_in_one_line() -> None:
     missing = cli("serve", "deploy", "--region", "us-central1")
     assert missing.returncode == 2 and "the following arguments are required: --project" in missing.stderr
     assert "Traceback" not in bad_store.stderr + missing.stderr
+
+
+def test_public_secrets_and_limits_are_in_the_body(api: CloudRunStandIn) -> None:
+    secrets = (
+        parse_secret("ANTHROPIC_API_KEY=projects/test-project/secrets/anthropic:latest"),
+        parse_secret("OPENAI_API_KEY=projects/other-project/secrets/openai/versions/3"),
+    )
+    settings = _settings(public=True, secrets=secrets, concurrency=40, timeout_seconds=900)
+    assert _apply(api, settings)[0] == "created"
+    assert api.refusals == []
+    body = api.writes()[0].body
+    assert body is not None
+    assert body["invokerIamDisabled"] is True
+    assert body["template"]["maxInstanceRequestConcurrency"] == 40
+    assert body["template"]["timeout"] == "900s"
+    assert body["template"]["containers"][0]["env"] == [
+        {"name": "HARNESS_RUN_STORE", "value": "gs://test-bucket/hr"},
+        {
+            "name": "ANTHROPIC_API_KEY",
+            "valueSource": {"secretKeyRef": {"secret": "anthropic", "version": "latest"}},
+        },
+        {
+            "name": "OPENAI_API_KEY",
+            "valueSource": {
+                "secretKeyRef": {"secret": "projects/other-project/secrets/openai", "version": "3"}
+            },
+        },
+    ]
+    assert not any(r.path.endswith(":getIamPolicy") for r in api.requests), "public: IAM left alone"
+
+
+def test_a_private_deploy_removes_a_public_invoker_binding(api: CloudRunStandIn) -> None:
+    _apply(api, _settings())
+    name = "projects/test-project/locations/us-central1/services/team"
+    api.iam[name] = {  # made by hand after the deploy
+        "bindings": [{"role": "roles/run.invoker", "members": ["allUsers", "user:ana@example.com"]}],
+        "etag": "BwY=",
+    }
+    action, _url, steps = _apply(api, _settings())
+    assert action == "unchanged"
+    assert any("removed roles/run.invoker from allUsers: team is private" in s for s in steps)
+    assert api.iam[name]["bindings"] == [{"role": "roles/run.invoker", "members": ["user:ana@example.com"]}]
+    before = len(api.requests)
+    _apply(api, _settings())
+    assert not any(r.path.endswith(":setIamPolicy") for r in api.requests[before:]), "nothing left to remove"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"concurrency": 0}, "--concurrency 0: Cloud Run takes 1 to 1000"),
+        ({"timeout_seconds": 7200}, "--timeout 7200: a Cloud Run request timeout is 1 to 3600"),
+        ({"env": {"PORT": "1"}}, "environment variable PORT: set by Cloud Run"),
+        (
+            {
+                "env": {"A_KEY": "x"},
+                "secrets": (parse_secret("A_KEY=projects/test-project/secrets/a:latest"),),
+            },
+            "A_KEY given twice",
+        ),
+    ],
+)
+def test_bad_limits_and_variables_are_refused(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        _settings(**changes)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["ANTHROPIC_API_KEY=sk-ant-" + CANARY, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY=projects/p/secrets/"],
+)
+def test_a_malformed_secret_reference_is_refused_without_echoing_a_value(value: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_secret(value)
+    text = str(refused.value)
+    assert "--secret NAME=projects/PROJECT/secrets/SECRET:latest" in text
+    assert CANARY not in text
+
+
+def test_local_engines_are_refused_at_deploy_and_on_cloud_run(
+    api: CloudRunStandIn, gcs_store_url: str, tmp_path: Path
+) -> None:
+    from harness_run import AgentSpec
+    from harness_run.server import ServerState
+    from harness_run.store import EngineRecord, open_store
+
+    spec = AgentSpec(name="helper", harness="claude-code", model="claude-sonnet-4-5")
+    history = open_store(gcs_store_url)
+    history.put_engine(EngineRecord(name="helper", version="a" * 64, spec=spec.to_dict(), runtime="local"))
+    history.close()
+    for specs in ((), (spec.model_copy(update={"name": "baked"}),)):
+        with pytest.raises(UsageError) as refused:
+            deploy_server(
+                project="test-project",
+                region="us-central1",
+                store=gcs_store_url,
+                specs=specs,
+                client=run_client(api.url),
+                docker_client=object(),
+                progress=False,
+            )
+        text = str(refused.value)
+        assert "engine helper is a local engine: on Cloud Run its agent would run inside the service" in text
+        assert "as the service's own identity" in text
+        assert (
+            "deploy it with harness_run.sandbox.deploy(spec, ...) so its turns run in Agent Sandbox" in text
+        )
+        assert ("engine baked (--spec) is a local engine" in text) == bool(specs)
+    assert api.requests == [], "refused before anything is built or sent"
+
+    # the deployed server itself ($K_SERVICE set by Cloud Run) serves no local engine either
+    local = open_store(str(tmp_path / "store"))
+    local.put_engine(EngineRecord(name="helper", version="a" * 64, spec=spec.to_dict(), runtime="local"))
+    assert set(ServerState(local, tmp_path, [spec.model_copy(update={"name": "baked"})]).engines) == {
+        "helper",
+        "baked",
+    }, "off Cloud Run both are served"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("K_SERVICE", "team")
+        state = ServerState(local, tmp_path, [spec.model_copy(update={"name": "baked"})])
+    assert state.engines == {}
+    assert set(state.skipped) == {"helper", "baked"}
+    assert "its agent would run inside the service" in state.skipped["helper"]
+    local.close()
+
+
+def test_the_cli_deploy_flags(api: CloudRunStandIn) -> None:
+    from ._helpers import cli
+
+    bad = cli(
+        "serve", "deploy", "--project", "test-project", "--region", "us-central1", "--store", "gs://b",
+        "--secret", "ANTHROPIC_API_KEY=" + CANARY,
+    )  # fmt: skip
+    assert bad.returncode == 2 and CANARY not in bad.stdout + bad.stderr
+    assert "not a Secret Manager secret version" in bad.stderr and "Traceback" not in bad.stderr
+    both = cli(
+        "serve", "deploy", "--project", "test-project", "--region", "us-central1", "--public", "--private"
+    )  # fmt: skip
+    assert both.returncode == 2 and "--public and --private contradict" in both.stderr
+    assert api.requests == []

@@ -26,9 +26,11 @@ Opener = Callable[[], Engine]
 
 
 @pytest.fixture(params=["local", pytest.param("container", marks=pytest.mark.docker), "server"])
-def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+def engines(
+    request: pytest.FixtureRequest, tmp_path: Path, scripted_model: ScriptedModel
+) -> Iterator[Opener]:
     """``open()`` -> a new client Engine of one deployed spec (each call: another client)."""
-    spec = AgentSpec(name="conf", harness="claude-code", model=MODEL)
+    spec = AgentSpec(name="conf", harness="claude-code", model=MODEL, model_base_url=scripted_model.url)
     opened: list[Engine] = []
     if request.param == "local":
 
@@ -60,7 +62,7 @@ def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 async def test_a_session_behaves_the_same_locally_and_through_the_server(
     engines: Opener, scripted_model: ScriptedModel
 ) -> None:
-    secrets = {"ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "scripted-key"}
+    secrets = {"ANTHROPIC_API_KEY": "scripted-key"}  # the endpoint is the spec's (the operator's)
     marker = f"sleep 30.{uuid.uuid4().int % 10**6:06d}"
     scripted_model.add(shell("echo hi"), text("first answer"), text("second answer"))
     scripted_model.add(shell(f"bash -c '{marker}; echo done'"), text("never"))

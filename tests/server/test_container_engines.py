@@ -16,7 +16,7 @@ import pytest
 import harness_run
 from harness_run import AgentSpec, local
 from harness_run.events import ToolResultEvent
-from harness_run.server import ServerState
+from harness_run.server import ServerPolicy, ServerState
 from harness_run.store import SqliteStore
 from harness_run.testing import Reply, Rule, ScriptedModel
 
@@ -55,7 +55,9 @@ async def test_a_recorded_container_engine_is_served_turns_run_in_its_container(
 ) -> None:
     store_dir = tmp_path / "store"
     _deploy(store_dir, docker_client, base_image, docker_labels)
-    with ScriptedModel(RULES) as model, ServerThread(store_dir, []) as server:
+    # the client names the scripted model's endpoint (with its own key): the operator allows it
+    allowed = ServerPolicy(allow_endpoints=True)
+    with ScriptedModel(RULES) as model, ServerThread(store_dir, [], policy=allowed) as server:
         secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted-test-key"}
         engine = harness_run.connect(server.url, api_key=server.key)
         assert [v.runtime for v in engine.versions()] == ["container"]

@@ -62,7 +62,17 @@ def served(tmp_path: Path, scripted_model: ScriptedModel) -> Iterator[Served]:
     store = tmp_path / "store"
     made = cli("serve", "keys", "create", "--name", "browser", "--store", str(store))
     assert made.returncode == 0, made.stderr
-    args = [sys.executable, "-m", "harness_run", "serve", "--store", str(store), "--port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "harness_run",
+        "serve",
+        "--store",
+        str(store),
+        "--port",
+        "0",
+        "--serve-recorded",
+    ]
     env = {**os.environ, **scripted_model.env_for("claude-code")}  # the server's own model settings
     proc = subprocess.Popen(
         [*args, "--spec", str(spec_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

@@ -1,9 +1,11 @@
 """``harness-run serve deploy`` end to end, through the real CLI: the server image really builds on our
 dockerd, is pushed to the local registry (127.0.0.1:5000), and the Cloud Run service is created through
 the real ``google-cloud-run`` client against the stand-in API (``HARNESS_RUN_CLOUD_RUN_ENDPOINT``).
-A second deploy builds, pushes and sends nothing; a changed spec rebuilds and updates. The pushed
-image, run as Cloud Run would (``$PORT``, ``$HARNESS_RUN_STORE`` on fake GCS), answers ``/healthz``,
-serves the spec with an API key made on the same bucket, and runs a real turn (its own ``claude``
+The service is private, takes its model key from Secret Manager, and serves the store's sandbox
+engine. A second deploy builds, pushes and sends nothing; ``--public`` updates without a build; a
+local engine in the store is refused. The pushed image, run as a plain ``harness-run serve`` would
+run it (``$PORT``, ``$HARNESS_RUN_STORE`` on fake GCS), answers ``/healthz``, serves a local engine
+recorded there with an API key made on the same bucket, and runs a real turn (its own ``claude``
 against the scripted model on 127.0.0.1).
 """
 
@@ -49,13 +51,14 @@ def api() -> Iterator[CloudRunStandIn]:
 
 
 def _deploy(
-    api: CloudRunStandIn, store: str, registry: str, base_image: str, spec: Path
+    api: CloudRunStandIn, store: str, registry: str, base_image: str, *more: str
 ) -> subprocess.CompletedProcess[str]:
     ca = os.environ.get("PIP_CERT", "")
     args = [
         sys.executable, "-m", "harness_run", "serve", "deploy",
         "--project", "test-project", "--region", "us-central1", "--service", "team",
-        "--store", store, "--registry", registry, "--spec", str(spec),
+        "--store", store, "--registry", registry, "--harness", "claude-code", *more,
+        "--secret", "ANTHROPIC_API_KEY=projects/test-project/secrets/anthropic:latest",
         "--base-image", base_image, "--build-network", "host", "--cluster", "agents",
         *(["--ca-file", ca] if ca and Path(ca).is_file() else []),
     ]  # fmt: skip
@@ -83,8 +86,6 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     docker_labels: dict[str, str],
     tmp_path: Path,
 ) -> None:
-    spec_file = tmp_path / "team.yaml"
-    spec_file.write_text(AgentSpec(name="team-agent", harness="claude-code", model=MODEL).to_yaml())
     repo = f"{registry}/hr-test-server-{uuid.uuid4().hex[:8]}"  # a fresh repository: the first deploy builds
     history = open_store(gcs_store_url)  # a sandbox engine deployed there: the service is told its cluster
     history.put_engine(
@@ -94,7 +95,7 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     )
     history.close()
 
-    first = _deploy(api, gcs_store_url, repo, base_image, spec_file)
+    first = _deploy(api, gcs_store_url, repo, base_image)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "building " in first.stderr and f"{repo}/harness-run-server:" in first.stderr
     assert "pushed" in first.stderr
@@ -113,12 +114,17 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
         {"name": "GOOGLE_CLOUD_PROJECT", "value": "test-project"},
         {"name": "HARNESS_RUN_CLUSTER", "value": "agents"},
         {"name": "HARNESS_RUN_LOCATION", "value": "us-central1"},
+        {
+            "name": "ANTHROPIC_API_KEY",
+            "valueSource": {"secretKeyRef": {"secret": "anthropic", "version": "latest"}},
+        },
     ]
-    assert "sandbox engines team-sbx claim on project test-project, location us-central1, cluster agents" in (
-        first.stderr
-    )
+    assert "invokerIamDisabled" not in create.body
+    assert "private: callers need roles/run.invoker on team" in first.stderr
+    assert "sandbox engines team-sbx from gs://" in first.stderr
+    assert "claiming on project test-project, location us-central1, cluster agents" in first.stderr
 
-    again = _deploy(api, gcs_store_url, repo, base_image, spec_file)
+    again = _deploy(api, gcs_store_url, repo, base_image)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already in the registry: nothing to build or push" in again.stderr
     assert "building " not in again.stderr
@@ -126,27 +132,51 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
     assert again.stdout.strip().splitlines()[-1].startswith("harness-run server unchanged: https://team-")
     assert len(api.writes()) == 1, "no update sent"
 
-    spec_file.write_text(
-        AgentSpec(name="team-agent", harness="claude-code", model=MODEL, env={"LOG_LEVEL": "debug"}).to_yaml()
+    public = _deploy(api, gcs_store_url, repo, base_image, "--public", "--concurrency", "40")
+    assert public.returncode == 0, public.stderr[-3000:]
+    assert "building " not in public.stderr, "same image: only the service changes"
+    assert "PUBLIC: anyone on the internet can call team; the server's API keys are the only gate" in (
+        public.stderr
     )
-    changed = _deploy(api, gcs_store_url, repo, base_image, spec_file)
-    assert changed.returncode == 0, changed.stderr[-3000:]
-    assert "building " in changed.stderr
-    assert "harness-run server updated: https://team-" in changed.stdout
     update = api.writes()[-1]
     assert update.method == "PATCH" and update.body is not None
+    assert update.body["invokerIamDisabled"] is True
+    assert update.body["template"]["maxInstanceRequestConcurrency"] == 40
     new_image = update.body["template"]["containers"][0]["image"]
-    assert new_image != image and new_image.startswith(f"{repo}/harness-run-server:")
-    assert CANARY not in first.stderr + again.stderr + changed.stderr + str(api.requests)
+    assert new_image == image
+    assert CANARY not in first.stderr + again.stderr + public.stderr + str(api.requests)
 
-    # the image as Cloud Run runs it: $PORT and $HARNESS_RUN_STORE (here fake GCS on the host network)
-    key = cli("serve", "keys", "create", "--name", "deployed", "--store", gcs_store_url).stdout.split()[-1]
+    history = open_store(gcs_store_url)  # a local engine: served by a plain `serve`, never on Cloud Run
+    local = AgentSpec(name="team-agent", harness="claude-code", model=MODEL, env={"LOG_LEVEL": "debug"})
+    history.put_engine(
+        EngineRecord(
+            name="team-agent", version="d" * 64, spec=local.to_dict(), runtime="local", created_at=2.0
+        )
+    )
+    history.close()
+    refused = _deploy(api, gcs_store_url, repo, base_image)
+    assert refused.returncode == 2 and "engine team-agent is a local engine" in refused.stderr
+    assert "building " not in refused.stderr
+
+    # the image as a plain server (no $K_SERVICE): $PORT and $HARNESS_RUN_STORE (fake GCS, host network)
+    server_secret = {"HARNESS_RUN_SERVER_SECRET": uuid.uuid4().hex * 2}  # Secret Manager's, on Cloud Run
+    made = cli(
+        "serve", "keys", "create", "--name", "deployed", "--scope", "admin", "--store", gcs_store_url,
+        env=server_secret,
+    )  # fmt: skip
+    key = made.stdout.split()[-1]
     port = free_port()
     container = docker_client.containers.run(
         new_image,
         detach=True,
         network_mode="host",
-        environment={"PORT": str(port), "HARNESS_RUN_STORE": gcs_store_url, **fake_gcs.env},
+        command=[
+            "sh",
+            "-c",
+            'exec harness-run serve --host 0.0.0.0 --port "$PORT" --store "$HARNESS_RUN_STORE" '
+            "--engine team-agent --allow-endpoints",  # the scripted model: the caller's own endpoint
+        ],
+        environment={"PORT": str(port), "HARNESS_RUN_STORE": gcs_store_url, **fake_gcs.env, **server_secret},
         labels=docker_labels,
     )
     try:
@@ -162,7 +192,7 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
                 assert container.status in ("created", "running"), container.logs().decode()[-2000:]
                 await asyncio.sleep(0.5)
         assert status == 200, container.logs().decode()[-2000:]
-        assert health["engines"] == ["team-agent"]
+        assert health["status"] == "ok"
         assert _get(f"http://127.0.0.1:{port}/v1/engines")[0] == 401
         status, engines = _get(f"http://127.0.0.1:{port}/v1/engines", key)
         assert status == 200 and [e["name"] for e in engines["engines"]] == ["team-agent"]

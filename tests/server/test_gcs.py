@@ -5,16 +5,12 @@ bucket seeing the same keys and sessions: a turn on one, the next turn on the ot
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,25 +18,23 @@ from harness_run import AgentSpec
 from harness_run.store import GcsStore, open_store
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._helpers import MODEL, cli
+from ._helpers import MODEL, call, cli
 
 pytestmark = pytest.mark.integration
 
 
-def _call(url: str, method: str = "GET", body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 def _serve(store: str, home: Path, *specs: Path) -> tuple[subprocess.Popen[str], str]:
-    args = [sys.executable, "-m", "harness_run", "serve", "--store", store, "--port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "harness_run",
+        "serve",
+        "--store",
+        store,
+        "--port",
+        "0",
+        "--allow-endpoints",
+    ]
     for spec in specs:
         args += ["--spec", str(spec)]
     env = {**os.environ, "HARNESS_RUN_HOME": str(home)}  # its own workspaces: another machine
@@ -105,11 +99,11 @@ async def test_two_servers_on_one_gcs_store_share_keys_and_sessions(
     a, url_a = _serve(gcs_store_url, tmp_path / "home-a", spec_file)
     b, url_b = _serve(gcs_store_url, tmp_path / "home-b", spec_file)
     try:
-        assert _call(f"{url_b}/v1/sessions", key="hrk_00000000_wrong")[0] == 401
-        status, created = _call(f"{url_a}/v1/workspaces", "POST", {}, key)
+        assert call(f"{url_b}/v1/sessions", key="hrk_00000000_wrong")[0] == 401
+        status, created = call(f"{url_a}/v1/workspaces", "POST", {}, key)
         assert status == 201, created
         sid = created["session_id"]
-        status, seen = _call(f"{url_b}/v1/sessions/{sid}", key=key)
+        status, seen = call(f"{url_b}/v1/sessions/{sid}", key=key)
         assert status == 200 and seen["engine"] == "shared"
 
         import harness_run
@@ -130,7 +124,7 @@ async def test_two_servers_on_one_gcs_store_share_keys_and_sessions(
         assert any("first" in o for o in outputs), outputs  # the workspace of server A
         await engine_b.aclose()
 
-        status, history = _call(f"{url_a}/v1/sessions/{sid}/history", key=key)
+        status, history = call(f"{url_a}/v1/sessions/{sid}/history", key=key)
         assert status == 200 and [t["prompt"] for t in history["turns"]] == [
             "write the note",
             "read the note",
@@ -142,7 +136,7 @@ async def test_two_servers_on_one_gcs_store_share_keys_and_sessions(
         deadline = time.monotonic() + 15
         statuses: list[int] = []
         while time.monotonic() < deadline:
-            statuses = [_call(f"{url}/v1/sessions", key=key)[0] for url in (url_a, url_b)]
+            statuses = [call(f"{url}/v1/sessions", key=key)[0] for url in (url_a, url_b)]
             if statuses == [401, 401]:
                 break
             await asyncio.sleep(0.5)

@@ -53,9 +53,15 @@ def attrs_output_tokens(span: dict[str, Any]) -> int:
 async def test_one_trace_from_the_client_through_the_server_to_the_tool_call(
     tmp_path: Path, scripted_model: ScriptedModel, otel: InMemoryTelemetry
 ) -> None:
-    spec = AgentSpec(name="traced", harness="claude-code", model=MODEL, secrets=[Secret("CANARY")])
+    spec = AgentSpec(
+        name="traced",
+        harness="claude-code",
+        model=MODEL,
+        secrets=[Secret("CANARY")],
+        model_base_url=scripted_model.url,
+    )
     scripted_model.add(shell("echo $CANARY"), text(f"it was {CANARY}"))
-    secrets = {"CANARY": CANARY, "ANTHROPIC_BASE_URL": scripted_model.url, "ANTHROPIC_API_KEY": "k"}
+    secrets = {"CANARY": CANARY, "ANTHROPIC_API_KEY": "k"}
     turns_before = sum(p.value for p in otel.metric_points("harness_run.server.turns"))
     with ServerThread(tmp_path, [spec]) as server:
         engine = harness_run.connect(server.url, api_key=server.key)
@@ -190,6 +196,7 @@ def test_serve_exports_traces_and_metrics_over_otlp(tmp_path: Path, scripted_mod
             "OTEL_BSP_SCHEDULE_DELAY": "100",
         }
         args = [sys.executable, "-m", "harness_run", "serve", "--store", str(store), "--spec", str(spec_file)]
+        args.append("--allow-endpoints")  # the client names the scripted model's URL
         proc = subprocess.Popen(
             [*args, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )

@@ -24,6 +24,10 @@ _SAMPLES: dict[str, Any] = {
     "exit_code": 3,
     "stderr_tail": "line 1\nline 2",
     "retryable": True,
+    "status": 503,
+    "code": "unavailable",
+    "field": "config.model",
+    "allow": "serve --policy allow.model",
 }
 
 

@@ -2,7 +2,7 @@
 ``google-cloud-run`` client's REST transport.
 
 It serves the paths the client uses for services and their long-running operations — GetService,
-CreateService, UpdateService, GetOperation — keeps services in memory, and **checks what the client
+CreateService, UpdateService, GetOperation, Get/SetIamPolicy — keeps services (and policies) in memory, and **checks what the client
 sends**: every body must parse strictly as a ``google.cloud.run.v2.Service`` (unknown fields are
 refused), name a container image, a service account and port 8080, keep ``HARNESS_RUN_STORE`` a
 ``gs://`` URL, and contain none of the strings in ``forbidden`` (canary secret values). A refused
@@ -58,6 +58,8 @@ class CloudRunStandIn:
     requests: list[Recorded] = field(default_factory=list[Recorded])
     refusals: list[str] = field(default_factory=list[str])
     services: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    iam: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    """service name -> its IAM policy (``getIamPolicy``/``setIamPolicy``; a test may seed one)."""
     url: str = ""
 
     def __post_init__(self) -> None:
@@ -104,6 +106,7 @@ class CloudRunStandIn:
         app = web.Application(middlewares=[self._record])
         app.router.add_get(_SERVICES + "/{service}", self._get_service)
         app.router.add_post(_SERVICES, self._create_service)
+        app.router.add_post(_SERVICES + "/{service}", self._set_iam_policy)
         app.router.add_patch(_SERVICES + "/{service}", self._update_service)
         app.router.add_get("/v2/projects/{project}/locations/{location}/operations/{op}", self._get_operation)
         runner = web.AppRunner(app, access_log=None)
@@ -159,6 +162,9 @@ class CloudRunStandIn:
         return None
 
     async def _get_service(self, request: web.Request) -> web.Response:
+        service_id, _, verb = request.match_info["service"].partition(":")
+        if verb == "getIamPolicy":
+            return web.json_response(self.iam.get(_name(request, service_id), {}))
         name = _name(request, request.match_info["service"])
         service = self.services.get(name)
         if service is None:
@@ -180,6 +186,14 @@ class CloudRunStandIn:
         if name in self.services:
             return _error(409, f"Resource '{service_id}' already exists.")
         return self._start(request, name, body, generation=1)
+
+    async def _set_iam_policy(self, request: web.Request) -> web.Response:
+        service_id, _, verb = request.match_info["service"].partition(":")
+        body = self.requests[-1].body or {}
+        if verb != "setIamPolicy" or "policy" not in body:
+            return self._refuse(f"POST {request.path}: expected :setIamPolicy with a policy")
+        self.iam[_name(request, service_id)] = body["policy"]
+        return web.json_response(body["policy"])
 
     async def _update_service(self, request: web.Request) -> web.Response:
         body = self.requests[-1].body

@@ -6,13 +6,16 @@ aiohttp is imported when an event stream is opened, not by importing this packag
 
 from harness_run.runtime.http._engine import HttpEngine, ServerStore, connect
 from harness_run.runtime.http._protocol import (
+    ApprovalList,
     CreateSession,
+    Decision,
     EngineList,
     ErrorBody,
     ExecOutput,
     ExecRequest,
     Health,
     Interrupted,
+    KeyInfo,
     SessionList,
     Steered,
     SteerRequest,
@@ -26,7 +29,9 @@ from harness_run.runtime.http._protocol import (
 from harness_run.runtime.http._wire import Wire
 
 __all__ = [
+    "ApprovalList",
     "CreateSession",
+    "Decision",
     "EngineList",
     "ErrorBody",
     "ExecOutput",
@@ -34,6 +39,7 @@ __all__ = [
     "Health",
     "HttpEngine",
     "Interrupted",
+    "KeyInfo",
     "ServerStore",
     "SessionList",
     "SteerRequest",

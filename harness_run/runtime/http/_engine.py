@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
+from harness_run.errors import ApprovalNotFoundError, HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, ResultEvent, RunResult, parse_event
 from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
@@ -29,7 +30,15 @@ from harness_run.runtime._session import (
 )
 from harness_run.runtime.http._wire import Wire
 from harness_run.spec import AgentSpec, SessionConfig
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SessionUpdate, TurnLease, TurnRecord
+from harness_run.store import (
+    ApprovalRecord,
+    EngineRecord,
+    HistoryStore,
+    SessionRecord,
+    SessionUpdate,
+    TurnLease,
+    TurnRecord,
+)
 from harness_run.vocab.envrules import PROVIDER_VARIABLES
 
 __all__ = ["HttpEngine", "ServerStore", "connect"]
@@ -301,6 +310,48 @@ class ServerStore:
 
     def delete_session(self, session_id: str) -> None:
         raise self._refuse()
+
+    # --- approvals: read and decided through the server (it records the deciding key) -------------
+
+    def put_approval(self, record: ApprovalRecord) -> None:
+        raise self._refuse()
+
+    def list_approvals(self, session_id: str, *, pending: bool = False) -> list[ApprovalRecord]:
+        query = "?turn=all" + ("&pending=1" if pending else "")
+        answer = self.wire.call("GET", f"/v1/sessions/{session_id}/approvals{query}")
+        return [ApprovalRecord.model_validate(a) for a in answer["approvals"]]
+
+    def get_approval(self, session_id: str, request_id: str) -> ApprovalRecord | None:
+        path = f"/v1/sessions/{session_id}/approvals/{urllib.parse.quote(request_id, safe='')}"
+        try:
+            return ApprovalRecord.model_validate(self.wire.call("GET", path))
+        except SessionNotFoundError:
+            return None
+
+    def decide_approval(
+        self,
+        session_id: str,
+        request_id: str,
+        *,
+        decision: Literal["allow", "deny"] | None = None,
+        answer: str | None = None,
+        by: Literal["client", "timeout"],
+        reason: str | None = None,
+        key_id: str | None = None,
+    ) -> ApprovalRecord:
+        """``POST /v1/sessions/{id}/approvals/{request_id}``: the server decides as this client's key
+        (``key_id`` is the server's to record); only a client decides through a server."""
+        if by != "client":
+            raise UsageError("through a server only a client decides (its turns time out there)")
+        del key_id
+        body: dict[str, Any] = {"answer": answer} if answer is not None else {"decision": decision}
+        if reason is not None and answer is None:
+            body["reason"] = reason
+        path = f"/v1/sessions/{session_id}/approvals/{urllib.parse.quote(request_id, safe='')}"
+        try:
+            return ApprovalRecord.model_validate(self.wire.call("POST", path, body))
+        except SessionNotFoundError as exc:
+            raise ApprovalNotFoundError(str(exc)) from None
 
     def put_blob(self, data: bytes) -> str:
         raise self._refuse()

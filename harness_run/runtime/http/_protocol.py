@@ -12,25 +12,28 @@ Server-sent events carry one :data:`~harness_run.events.AgentEvent` each: ``id: 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Self
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness_run.runtime.remote import ErrorBody, SteerRequest
 from harness_run.runtime.remote import ExecResponse as ExecOutput
 from harness_run.runtime.remote import InterruptResponse as Interrupted
 from harness_run.runtime.remote import SteerResponse as Steered
-from harness_run.store import EngineRecord, SessionRecord, TurnRecord
+from harness_run.store import ApprovalRecord, EngineRecord, SessionRecord, TurnRecord
 
 __all__ = [
+    "ApprovalList",
     "CreateSession",
+    "Decision",
     "EngineList",
     "ErrorBody",
     "ExecOutput",
     "ExecRequest",
     "Health",
     "Interrupted",
+    "KeyInfo",
     "SessionList",
     "SteerRequest",
     "Steered",
@@ -48,9 +51,23 @@ class _Body(BaseModel):
 
 
 class Health(_Body):
+    """``GET /healthz``: the status only (no key needed, so it names nothing served)."""
+
     status: str = "ok"
-    version: str
-    engines: list[str]
+
+
+class KeyInfo(_Body):
+    """``GET /v1/keys/me``: the caller's own key (never the key itself) and its spend."""
+
+    key_id: str
+    name: str
+    scopes: list[str]
+    budget_usd: float | None = None
+    budget_per: str | None = None
+    spent_usd: float = 0.0
+    """Spent in the current budget period (this day or month, UTC); all time without a budget."""
+    period_start: float | None = None
+    server_version: str
 
 
 class CreateSession(_Body):
@@ -91,6 +108,37 @@ class ExecRequest(_Body):
 
 class SessionList(_Body):
     sessions: list[SessionRecord]
+    approvals: dict[str, int] = Field(default_factory=dict[str, int])
+    """Session id -> how many of its tool calls or questions wait for a person (listed sessions
+    with none are left out): the dashboard shows "waiting for approval"."""
+
+
+class ApprovalList(_Body):
+    """``GET /v1/sessions/{id}/approvals``: requests of the session's current turn (``?turn=N`` one
+    turn, ``?turn=all`` every turn), oldest first; ``?pending=1`` only those still waiting."""
+
+    approvals: list[ApprovalRecord]
+
+
+class Decision(_Body):
+    """``POST /v1/sessions/{id}/approvals/{request_id}``: ``{"decision": "allow"}``,
+    ``{"decision": "deny", "reason": "not today"}`` (the reason reaches the model as the tool's
+    error), or for a question ``{"answer": "..."}``. The first decision wins; the deciding key's id
+    is recorded with it."""
+
+    decision: Literal["allow", "deny"] | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+    answer: str | None = Field(default=None, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        if (self.decision is None) == (self.answer is None):
+            raise ValueError(
+                'give "decision" ("allow" or "deny") for a tool call, or "answer" for a question'
+            )
+        if self.reason is not None and self.decision != "deny":
+            raise ValueError('"reason" goes with "decision": "deny"')
+        return self
 
 
 class EngineList(_Body):

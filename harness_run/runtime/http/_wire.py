@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from harness_run.errors import (
     InfrastructureError,
+    PermissionDeniedError,
     SessionBusyError,
     SessionNotFoundError,
     SpecError,
@@ -24,7 +26,11 @@ from harness_run.vocab.telemetry import inject
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["Wire"]
+__all__ = ["IDENTITY_TOKEN_ENV", "Wire"]
+
+IDENTITY_TOKEN_ENV = "HARNESS_RUN_IDENTITY_TOKEN"
+"""A Google identity token for a private Cloud Run service (``gcloud auth print-identity-token``):
+sent as ``X-Serverless-Authorization`` beside the API key."""
 
 _RECONNECT_FOR = 10.0
 _READ_TIMEOUT = 60.0  # the server sends a keep-alive comment every second while idle
@@ -39,6 +45,9 @@ class Wire:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        identity = os.environ.get(IDENTITY_TOKEN_ENV)
+        if identity:  # a private Cloud Run service: its IAM check reads this header, the server the key
+            self._headers["X-Serverless-Authorization"] = f"Bearer {identity.strip()}"
 
     def __repr__(self) -> str:
         return f"Wire({self.base_url!r})"
@@ -77,13 +86,23 @@ class Wire:
             return UsageError(f"the server at {self.base_url} refused the API key (HTTP 401): {message}")
         if status == 404:
             return SessionNotFoundError(message)
+        if status == 403:
+            allow = fields.get("allow")
+            return PermissionDeniedError(
+                f"the server refused: {message}" + (f" (allowed by: {allow})" if allow else ""),
+                field=str(fields["field"]) if fields.get("field") else None,
+                allow=str(allow) if allow else None,
+            )
         if status == 409:
             return SessionBusyError(message)
         if status == 422:
             return SpecError([SpecIssue(str(fields.get("field") or ""), message)])
         if status < 500:
             return UsageError(message)
-        return InfrastructureError(f"the server at {self.base_url} answered HTTP {status}: {message}")
+        code = str(fields["error"]) if fields.get("error") else None
+        return InfrastructureError(
+            f"the server at {self.base_url} answered HTTP {status}: {message}", status=status, code=code
+        )
 
     async def events(self, path: str, after: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """(id, event JSON) of an SSE stream after the id ``after``, live; a dropped connection is

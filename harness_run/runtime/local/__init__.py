@@ -1,5 +1,6 @@
 """The local runtime: harness subprocesses in per-session workspaces, history in SQLite."""
 
+from harness_run.runtime.local._agent_uids import DEFAULT_AGENT_UIDS, AgentUids
 from harness_run.runtime.local._egress import check_host_egress
 from harness_run.runtime.local._engine import (
     LocalEngine,
@@ -22,8 +23,10 @@ from harness_run.runtime.local._spawn_first import SpawnFirst
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, resolve_workdir
 
 __all__ = [
+    "DEFAULT_AGENT_UIDS",
     "DEFAULT_POOL_AFTER",
     "DEFAULT_WORKSPACE_TTL",
+    "AgentUids",
     "IdleWorkspace",
     "LocalEngine",
     "SessionPaths",

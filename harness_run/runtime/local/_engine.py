@@ -25,9 +25,10 @@ from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime._tracing import ToolSpans
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace
+from harness_run.runtime.local._agent_uids import AgentUids, UidRegistry
 from harness_run.runtime.local._egress import check_host_egress
 from harness_run.runtime.local._exec import run_command
-from harness_run.runtime.local._git import Delivery, deliver
+from harness_run.runtime.local._git import Delivery
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
 from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
 from harness_run.runtime.local._settings import turn_settings
@@ -89,7 +90,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         turn_env: TurnEnv | None = None,
         finish_orphans: bool = True,
         pool_after: float = DEFAULT_POOL_AFTER,
-        agent_user: AgentUser | None = None,
+        agent_user: AgentUser | AgentUids | None = None,
         egress_enforced: bool = False,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -102,8 +103,10 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self.version = spec_version(spec)
         self.binaries = {"claude-code": claude_binary, "codex": codex_binary, "opencode": opencode_binary}
         self._turn_env = turn_env
-        self._workspaces = Workspaces(self.workdir, agent_user)
-        """``agent_user``: the harness, its tools and exec commands run as that uid (the worker)."""
+        users = UidRegistry(self.workdir, agent_user) if isinstance(agent_user, AgentUids) else agent_user
+        self._workspaces = Workspaces(self.workdir, users)
+        """``agent_user``: the harness, its tools and exec commands run as that uid (the worker), or
+        each session as a uid of its own from that range (``serve``; ``_agent_uids.py``)."""
         self._on_close: dict[str, tuple[AgentSpec, dict[str, str]]] = {}
         """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
         self._lease = lease_seconds()
@@ -147,6 +150,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         return session
 
     def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
+        self._workspaces.check_host_dir(options.host_dir)
         return check_workspace(options, workdir=self.workdir)
 
     def _paths(self, session_id: str, config: Mapping[str, Any] | None) -> SessionPaths:
@@ -157,6 +161,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         """The session's own folder goes; a shared workspace or a host directory stays."""
         self._on_close.pop(session_id, None)
         shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
+        self._workspaces.release_user(session_id)
 
     def versions(self) -> list[EngineRecord]:
         """Every version of this engine in the workdir's store (any isolation), oldest first."""
@@ -296,6 +301,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 hand_over=(ctx.workspace, ctx.home),
                 spawned=spawned,
             )
+            creds.ask_people(self.store, run, emit, ctx.workspace, process, keeper.nudge)  # spec.approvals
             await creds.start()  # after the adoption: the proxy never serves a process that was stopped
             creds.on_budget(functools.partial(process.stop, "max_budget"))
             creds.on_failure(functools.partial(process.stop, "error"))
@@ -487,8 +493,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         message = spec.git.render_message(
             engine=self.name, session_id=session_id, turn=turn, branch=branch or ""
         )
-        target = self._paths(session_id, config).workspace / repo.dir_name
-        done = deliver(target, repo, spec.git, message=message, branch=branch, secrets=secrets, forms=forms)
+        paths = self._paths(session_id, config)
+        done = self._deliver(paths, repo, spec.git, message, branch, secrets, forms)
         return done if done.error is None else replace(done, error=redact(done.error, forms))
 
     def deliver_now(self, session_id: str, spec: AgentSpec, secrets: Mapping[str, str]) -> Delivery:

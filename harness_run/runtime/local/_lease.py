@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 
 from harness_run.errors import HarnessRunError, UsageError
 from harness_run.events import ResultEvent, RunResult, StartedEvent, UserEvent
+from harness_run.runtime._approvals import orphaned_decisions
 from harness_run.runtime._run import Run
 from harness_run.store import HistoryStore, SessionRecord, TurnLease, TurnRecord
 
@@ -150,7 +151,9 @@ def _orphan_result(store: HistoryStore, record: SessionRecord, lease: TurnLease,
         native_session_id=native,
     )
     seq = max((e.seq for e in events), default=-1) + 1
-    store.append_events(sid, turn, [ResultEvent(result=result, seq=seq, turn=turn, ts=time.time())])
+    denied = orphaned_decisions(store, sid, turn, seq)  # calls left waiting for a person: denied
+    ended = ResultEvent(result=result, seq=seq + len(denied), turn=turn, ts=time.time())
+    store.append_events(sid, turn, [*denied, ended])
     started = users[0].ts if users else lease.renewed_at
     prompt = users[0].text if users else ""
     steers = [e.text for e in users[1:]]

@@ -8,16 +8,17 @@ import asyncio
 import io
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness_run.errors import RunError, StoreError
 from harness_run.events import AgentEvent, SetupEvent
 from harness_run.harness import HarnessDriver, TurnContext
+from harness_run.runtime.local._git import AgentGit, Delivery, deliver
 from harness_run.runtime.local._pool import pool_key, refresh_repo, take_idle_workspace
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces
 from harness_run.security import agent_env, secret_forms
-from harness_run.spec import AgentSpec
+from harness_run.spec import AgentSpec, GitOptions, GitRepo
 from harness_run.store import HistoryStore, SessionRecord, SnapshotRef
 
 __all__ = ["WorkspaceSteps"]
@@ -64,7 +65,7 @@ class WorkspaceSteps:
             (branch, record.config.get("base_branch")) if branch else None,
         )
         if paths.own_workspace and spec.repos:  # lendable to a later session of this (remote, branch)
-            paths.pool_key.write_text(pool_key(self.spec.name, spec, branch) + "\n")
+            paths.pool_key.write_text(pool_key(self.spec.name, spec, branch, record.owner) + "\n")
 
     def _newest_shared_snapshot(self, record: SessionRecord, paths: SessionPaths) -> SnapshotRef | None:
         """A shared workspace that is gone (its sandbox went, or it was pruned) comes back as the
@@ -98,7 +99,7 @@ class WorkspaceSteps:
         cloning, and bring its repos to the remote's state (see ``runtime/local/_pool.py``)."""
         config = record.config
         branch = config.get("branch")
-        key = pool_key(self.spec.name, spec, branch)
+        key = pool_key(self.spec.name, spec, branch, record.owner)
         donor = await asyncio.to_thread(
             take_idle_workspace,
             self.workdir,
@@ -108,14 +109,17 @@ class WorkspaceSteps:
             secrets,
             self.store.get_session,
             self.pool_after,
+            lambda donor: self._agent_git(self._workspaces.paths(donor)),
         )
         if donor is None:
             return
         pair = (branch, config.get("base_branch")) if isinstance(branch, str) else None
+        # the donor's agent's checkout is this session's agent's now
+        agent = await asyncio.to_thread(self._agent_git, paths, paths.workspace)
         try:
             heads = [
                 await asyncio.to_thread(
-                    refresh_repo, paths.workspace / r.dir_name, r, secrets, pair if i == 0 else None
+                    refresh_repo, paths.workspace / r.dir_name, r, secrets, pair if i == 0 else None, agent
                 )
                 for i, r in enumerate(spec.repos)
             ]
@@ -133,6 +137,35 @@ class WorkspaceSteps:
                 step=f"reusing the idle workspace of session {donor} for {repo.url} "
                 f"{branch or repo.ref or '(default branch)'} at {heads[0][:12]}: no clone"
             )
+        )
+
+    def _agent_git(self, paths: SessionPaths, *hand_over: Path) -> AgentGit | None:
+        """Who this process's git runs as in the session's checkouts: its agent, when it has a uid
+        of its own (``_git.AgentGit``), after ``hand_over`` (a checkout restored or cloned since its
+        last turn) is made its; else None (this process)."""
+        user = self._workspaces.user_for(paths)
+        if user is None:
+            return None
+        user.hand_over(*hand_over)
+        return AgentGit(user, paths.home)
+
+    def _deliver(
+        self,
+        paths: SessionPaths,
+        repo: GitRepo,
+        options: GitOptions,
+        message: str,
+        branch: str | None,
+        secrets: Mapping[str, str],
+        forms: list[str],
+    ) -> Delivery:
+        """:func:`~harness_run.runtime.local._git.deliver` in the session's checkout of ``repo``: as
+        its agent when it has a uid of its own (a checkout restored or cloned since its last turn is
+        handed over first), never as this process in the agent's repo; blocking."""
+        target = paths.workspace / repo.dir_name
+        agent = self._agent_git(paths, target, paths.home)
+        return deliver(
+            target, repo, options, message=message, branch=branch, secrets=secrets, forms=forms, agent=agent
         )
 
     async def _restore_native(self, record: SessionRecord, driver: HarnessDriver, ctx: TurnContext) -> None:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tarfile
 from collections.abc import Callable, Generator, Mapping
@@ -18,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from harness_run.errors import BuildError, RunError, redact
+from harness_run.errors import BuildError, RunError, UsageError, redact
 from harness_run.runtime._agent_user import AgentUser
+from harness_run.runtime.local._agent_uids import UidRegistry
 from harness_run.runtime.local._git import branch_exists
 from harness_run.spec import AgentSpec, GitRepo
 from harness_run.vocab.workdir import resolve_workdir
@@ -93,15 +95,39 @@ def _file_lock(path: Path) -> Generator[None]:
 class Workspaces:
     """Everything on disk under one workdir: ``sessions/<id>/``, ``venvs/<hash>/``, ``skills/``."""
 
-    def __init__(self, workdir: Path, agent_user: AgentUser | None = None) -> None:
+    def __init__(self, workdir: Path, agent_user: AgentUser | UidRegistry | None = None) -> None:
         self.workdir = workdir
         self._skill_cache: dict[str, dict[str, StagedFile]] = {}
         self._agent_user = agent_user
 
     def user_for(self, paths: SessionPaths) -> AgentUser | None:
         """The uid the session's agent runs as: ``agent_user``, except in a host directory (the
-        user's own files, never handed over: there the agent keeps this process's uid)."""
-        return None if paths.host_dir else self._agent_user
+        user's own files, never handed over: there the agent keeps this process's uid); with a
+        :class:`UidRegistry`, the session's own uid (a host directory is refused: the agent would
+        run as this process)."""
+        agent = self._agent_user
+        if isinstance(agent, UidRegistry):
+            if paths.host_dir:
+                raise RunError(
+                    f"session {paths.root.name} works in a host directory ({paths.workspace}), which "
+                    "is not served with per-session agent uids; start a session without "
+                    "workspace.host_dir"
+                )
+            return agent.user(paths.root.name)
+        return None if paths.host_dir else agent
+
+    def release_user(self, session_id: str) -> None:
+        """The session is deleted: its agent uid is not used again (per-session uids only)."""
+        if isinstance(self._agent_user, UidRegistry):
+            self._agent_user.release(session_id)
+
+    def check_host_dir(self, host_dir: str | None) -> None:
+        """A new session's ``workspace.host_dir``: refused with per-session uids (see user_for)."""
+        if host_dir is not None and isinstance(self._agent_user, UidRegistry):
+            raise UsageError(
+                "workspace.host_dir is not available here: each session's agent runs as a uid of its "
+                "own and a host directory is not handed over to it; leave workspace.host_dir unset"
+            )
 
     def paths(
         self, session_id: str, config: Mapping[str, Any] | None = None, engine: str = ""
@@ -144,7 +170,7 @@ class Workspaces:
         paths.create()
         for index, repo in enumerate(spec.repos):
             target = paths.workspace / repo.dir_name
-            if not target.exists():
+            if not target.exists() or (repo.dir_name == "." and not (target / ".git").exists()):
                 progress("setup", f"cloning {repo.url}")
                 await asyncio.to_thread(_clone, repo, target, secrets, branch if index == 0 else None)
         if spec.skills:
@@ -201,6 +227,7 @@ class Workspaces:
     def snapshot(root: Path, secret_values: list[str]) -> bytes:
         """A deterministic tarball of ``root`` with secret values blanked out of file contents."""
         buf = io.BytesIO()
+        inside = root.resolve()
         with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
             for path in sorted(root.rglob("*")):
                 rel = _blank(path.relative_to(root).as_posix(), secret_values)  # names may hold secrets too
@@ -210,7 +237,9 @@ class Workspaces:
                 if path.is_symlink() or path.is_dir():
                     tar.addfile(info)
                 elif path.is_file():
-                    data = path.read_bytes()
+                    data = _read_inside(path, inside)
+                    if data is None:
+                        continue  # swapped for a link or a device meanwhile: not the agent's file
                     for value in secret_values:
                         if value.encode() in data:
                             data = data.replace(value.encode(), b"***")
@@ -223,6 +252,21 @@ class Workspaces:
         root.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(root, filter="data")
+
+
+def _read_inside(path: Path, inside: Path) -> bytes | None:
+    """The content of the regular file ``path`` if it really is under ``inside`` (not through a link
+    the agent swapped in after the listing: this may run as root over the agent's files)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        if not Path(os.readlink(f"/proc/self/fd/{fd}")).is_relative_to(inside):
+            return None
+        return handle.read()
 
 
 def _blank(text: str, secret_values: list[str]) -> str:
@@ -254,7 +298,11 @@ def scrub_git_credentials(workspace: Path, spec: AgentSpec, forms: list[str]) ->
         workspace / ".git" / "config",
         *(workspace / r.dir_name / ".git" / "config" for r in spec.repos),
     ]
+    inside = workspace.resolve()
     for config in dict.fromkeys(candidates):
+        # the agent owns the workspace: never follow a link it planted out of it (this may run as root)
+        if config.is_symlink() or not config.resolve().is_relative_to(inside):
+            continue
         try:
             text = config.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):

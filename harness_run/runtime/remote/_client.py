@@ -240,24 +240,31 @@ class WorkerClient:
                 ) from None
 
     def _error(self, status: int, text: str) -> Exception:
+        code: str | None = None
         try:
             body: object = json.loads(text)
             fields = cast(dict[str, Any], body) if isinstance(body, dict) else None
             message = str(fields.get("message") or fields) if fields is not None else text
+            code = str(fields["error"]) if fields is not None and fields.get("error") else None
         except ValueError:
             message = text[:500]
         if status == 400:
             return UsageError(message)
         if status == 401:
             return InfrastructureError(
-                f"the worker at {self.base_url} refused the bearer token (HTTP 401): {message}"
+                f"the worker at {self.base_url} refused the bearer token (HTTP 401): {message}",
+                status=status,
+                code=code or "unauthorized",
             )
         if status == 404:
             return SessionNotFoundError(message)
         if status == 409:
             return SessionBusyError(message)
         return InfrastructureError(
-            f"the worker at {self.base_url} answered HTTP {status}: {message}", retryable=status >= 500
+            f"the worker at {self.base_url} answered HTTP {status}: {message}",
+            retryable=status >= 500,
+            status=status,
+            code=code,
         )
 
 

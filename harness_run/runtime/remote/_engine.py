@@ -316,9 +316,9 @@ class WorkerEngine(EngineBase):
         on the same (remote, branch) (branch pooling), else a new claim."""
         sid = session.session_id
         with telemetry.span("harness_run.claim", session=sid, turn=run.turn) as claiming:
-            key = (
-                None if self.pool_after is None else pool_key_of(self.name, session.record.config, plan.spec)
-            )
+            record = session.record
+            pooled = self.pool_after is not None
+            key = pool_key_of(self.name, record.config, plan.spec, record.owner) if pooled else None
             # only a session with nothing to restore takes over another's workspace (as local)
             if key is not None and self.claims.held(sid) is None and session.record.snapshot is None:
                 busy = {
@@ -595,6 +595,6 @@ async def _start(client: WorkerClient, request: TurnRequest) -> None:
             await client.start_turn(request)
             return
         except InfrastructureError as exc:
-            if "HTTP 401" not in str(exc) or time.monotonic() >= deadline:
+            if exc.status != 401 or time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(0.2)

@@ -137,3 +137,5 @@ class ErrorBody(_Body):
     """A short code: ``bad_request``, ``unauthorized``, ``not_found``, ``session_busy``, ``internal``."""
     message: str
     field: str | None = None
+    allow: str | None = None
+    """On a 403: the scope, policy key or ``serve`` flag that would allow the request."""

@@ -1,11 +1,13 @@
-"""What an engine that runs turns on the in-image worker needs from whatever gives it sandboxes.
+"""The sandbox provider port: what an engine whose turns run on the in-image worker needs from
+whatever gives it sandboxes (public as :mod:`harness_run.providers`; see docs/providers.md).
 
 A :class:`SandboxProvider` hands out :class:`Claim` s: a sandbox bound to one session, the address
 of its worker and a :class:`~harness_run.runtime.remote.WorkerClient` holding the claim's bearer token. The
 Kubernetes Agent Sandbox runtime claims pods from a warm pool
 (:class:`harness_run.runtime.sandbox._claims.ClaimPool`); local container isolation starts a Docker
 container per session (:class:`harness_run.runtime.container.ContainerPool`). The engine
-(:class:`harness_run.runtime.remote._engine.WorkerEngine`) is the same for both.
+(:class:`harness_run.runtime.remote._engine.WorkerEngine`) is the same for all; a new provider
+subclasses :class:`HeldClaims` and says how a sandbox is made, checked and removed.
 """
 
 from __future__ import annotations
@@ -49,7 +51,32 @@ class Claim:
 
 
 class SandboxProvider(Protocol):
-    """The sandboxes of one engine version, as this process sees them."""
+    """The sandboxes of one engine version, as this process sees them.
+
+    The contract (``harness_run.testing.check_sandbox_provider`` checks it on a real provider):
+
+    - ``acquire(sid)`` returns a :class:`Claim` whose worker answers ``GET /healthz`` through
+      ``claim.client``; while that claim is held and its worker answers, ``acquire(sid)`` returns the
+      same claim again (``busy`` counts the users); a held claim whose worker stopped answering is
+      released and replaced.
+    - ``done_with(claim)`` ends one use; once no use is left the claim is kept ``idle_ttl`` seconds
+      (so the next turn reuses it), then released — or, by a provider that can (E2B, Daytona),
+      paused or stopped: no longer ``held``, not ``has_sandbox``, and the next ``acquire`` brings
+      the same sandbox back. ``release(claim)`` gives the sandbox up at once:
+      ``held(sid)`` is None, ``has_sandbox(sid)`` False, ``sandbox_gone(claim)`` a reason.
+    - ``lend(donor, sid)`` moves the idle claim of session ``donor`` to ``sid`` (same sandbox, same
+      workspace); None when ``donor`` has no idle claim or ``sid`` already holds one.
+    - ``drop_session(sid)`` removes the session's sandboxes that another process (another provider
+      instance) left: the engine calls it only when this one holds none for ``sid``.
+      ``forget_now(sid)`` removes all of them, held here or left, blocking.
+    - ``close()`` / ``release_now()`` release everything this process holds.
+    - ``sandbox_gone(claim)``: a reason string once the sandbox is gone or stopped, None while it runs
+      (one check, transient errors answer None).
+
+    Errors: a sandbox that cannot be made or never becomes ready is an
+    :class:`~harness_run.InfrastructureError` (``retryable`` when trying again may help) naming the
+    sandbox and what to check; secrets never appear in them.
+    """
 
     holder: str
     """Who this process is (the store's turn reservations name it)."""
@@ -222,7 +249,11 @@ class HeldClaims:
         if claim is not None:
             if claim.idle is not None:
                 claim.idle.cancel()
-            with contextlib.suppress(RuntimeError):  # no loop: the client is collected
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass  # no loop here (a thread, exit): the client is collected
+            else:
                 self._spawn(claim.client.close())
             self._discard(claim)
         self._drop_left_now(session_id)

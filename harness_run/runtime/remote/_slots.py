@@ -32,14 +32,16 @@ def shared_slot(engine: str, config: Mapping[str, Any]) -> str | None:
     return f"shared-{hashlib.sha256(body.encode()).hexdigest()[:20]}"
 
 
-def pool_key_of(engine: str, config: Mapping[str, Any], spec: AgentSpec) -> str | None:
+def pool_key_of(
+    engine: str, config: Mapping[str, Any], spec: AgentSpec, owner: str | None = None
+) -> str | None:
     """The (remote, branch) pooling key of a session with its own workspace and repos, else None."""
     if not spec.repos or shared_slot(engine, config) is not None:
         return None
     from harness_run.runtime.local import pool_key
 
     branch = config.get("branch")
-    return pool_key(engine, spec, branch if isinstance(branch, str) else None)
+    return pool_key(engine, spec, branch if isinstance(branch, str) else None, owner)
 
 
 def idle_donor(

@@ -42,8 +42,7 @@ class KubeStatus(InfrastructureError):
     """The API server refused a request: ``status`` is the HTTP code (404, 409, 422, …)."""
 
     def __init__(self, message: str, status: int) -> None:
-        self.status = status
-        super().__init__(message, retryable=status >= 500 or status == 429)
+        super().__init__(message, retryable=status >= 500 or status == 429, status=status)
 
 
 def kind_of(obj: Mapping[str, Any]) -> k8s.Kind:
@@ -317,6 +316,6 @@ def _named(exc: KubeStatus, kind: k8s.Kind, name: str) -> KubeStatus:
         403: "the deploying identity lacks RBAC permissions for it",
         404: f"the cluster does not serve {kind.api_version} (install Agent Sandbox / the CRDs)",
         422: "the API server rejected the object",
-    }.get(exc.status, "")
+    }.get(exc.status or 0, "")
     text = f"applying {kind.kind} {name!r} failed: {exc}"
-    return KubeStatus(f"{text}; {hint}" if hint else text, exc.status)
+    return KubeStatus(f"{text}; {hint}" if hint else text, exc.status or 0)

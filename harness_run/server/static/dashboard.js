@@ -12,6 +12,7 @@
   const RECONNECT_MS = 1000;
   const SHOWN_CHARS = 20000;
   const STREAM_LOST = "The event stream was interrupted";
+  const WAITING = "waiting for approval";
 
   const $ = (id) => document.getElementById(id);
   let apiKey = sessionStorage.getItem(KEY_NAME);
@@ -139,6 +140,7 @@
     if (current !== null) {
       current.abort.abort();
       clearInterval(current.timer);
+      clearInterval(current.clock);
     }
     current = null;
   }
@@ -160,9 +162,10 @@
   }
 
   async function refreshList() {
-    const { sessions } = await api("GET", "/v1/sessions");
+    const { sessions, approvals } = await api("GET", "/v1/sessions");
     sessions.sort((a, b) => b.updated_at - a.updated_at);
     const rows = sessions.map((s) => {
+      const waiting = (approvals && approvals[s.session_id]) || 0;
       const row = el("tr");
       row.dataset.sessionId = s.session_id;
       const link = el("a", "mono", s.session_id.slice(0, 8));
@@ -170,8 +173,9 @@
       link.title = s.session_id;
       const name = el("td");
       name.append(link);
-      const status = el("span", "status", s.status);
-      status.dataset.status = s.status;
+      const status = el("span", "status", waiting ? WAITING : s.status);
+      status.dataset.status = waiting ? "waiting" : s.status;
+      if (waiting > 1) status.title = `${waiting} requests wait for a decision`;
       const statusCell = el("td");
       statusCell.append(status);
       const cost = s.last_result ? s.last_result.cost_usd : null;
@@ -218,6 +222,8 @@
       tools: new Map(), // tool_use_id -> the element its result goes into
       pending: null, // the assistant message being streamed by delta events
       errors: new Set(), // the error events of the turn being drawn (not repeated under its result)
+      approvals: new Map(), // request_id -> its card (approval requests and questions)
+      status: "…",
       turn: 0,
       cost: 0,
       record: null,
@@ -226,6 +232,7 @@
     const view = current;
     refreshRecord(view);
     view.timer = setInterval(() => refreshRecord(view), RECORD_EVERY_MS);
+    view.clock = setInterval(() => tickApprovals(view), 1000);
     follow(view);
     $("prompt").focus();
   }
@@ -250,9 +257,11 @@
   }
 
   function setStatus(status) {
+    if (current !== null) current.status = status;
+    const waiting = status === "running" && current !== null && waitingCards(current) > 0;
     const badge = $("session-status");
-    badge.textContent = status;
-    badge.dataset.status = status;
+    badge.textContent = waiting ? WAITING : status;
+    badge.dataset.status = waiting ? "waiting" : status;
     $("interrupt").disabled = status !== "running";
   }
 
@@ -432,10 +441,74 @@
         if (tool.result.classList.contains("pending")) tool.result.textContent = "(no result)";
         tool.result.classList.remove("pending");
       }
+      for (const [rid, card] of view.approvals) {
+        if (card.dataset.state === "pending") settleCard(view, rid, "denied", "✗ The turn ended before a decision");
+      }
       setStatus(r.is_error ? "failed" : "idle");
       if (view.record) view.record = { ...view.record, turns: Math.max(view.record.turns, e.turn) };
       drawMeta(view);
       refreshRecord(view);
+    },
+    approval_request(view, e) {
+      finishPending(view);
+      const card = approvalCard(view, e, "Approval needed", e.tool);
+      const body = card.querySelector(".approval-body");
+      if (e.command) {
+        body.append(el("pre", "approval-command", clip(e.command)));
+      } else if (e.path) {
+        body.append(el("div", "approval-path mono", e.path));
+        if (e.diff) body.append(diffBlock(e.diff));
+      } else {
+        body.append(el("pre", "approval-input", clip(JSON.stringify(e.input ?? {}, null, 2))));
+      }
+      const reason = el("input", "approval-reason");
+      reason.type = "text";
+      reason.placeholder = "reason (optional, for Deny)";
+      reason.setAttribute("aria-label", "reason for denying");
+      const allow = el("button", "allow", "Allow");
+      allow.type = "button";
+      const deny = el("button", "deny danger", "Deny");
+      deny.type = "button";
+      allow.addEventListener("click", () => decide(view, card, { decision: "allow" }));
+      deny.addEventListener("click", () => {
+        const why = reason.value.trim();
+        decide(view, card, why ? { decision: "deny", reason: why } : { decision: "deny" });
+      });
+      card.querySelector(".approval-actions").append(reason, allow, deny);
+    },
+    approval_decision(view, e) {
+      const allowed = e.decision === "allow";
+      const who = e.by === "timeout" ? "nobody answered in time" : e.key_id ? `key ${e.key_id}` : "a client";
+      const text = `${allowed ? "✓ Allowed" : "✗ Denied"} (${who})${e.reason ? `: ${e.reason}` : ""}`;
+      settleCard(view, e.request_id, allowed ? "allowed" : "denied", text);
+    },
+    question(view, e) {
+      finishPending(view);
+      const card = approvalCard(view, e, "Question", null);
+      card.classList.add("question");
+      card.querySelector(".approval-body").append(el("div", "question-text", e.question));
+      const actions = card.querySelector(".approval-actions");
+      for (const option of e.options || []) {
+        const pick = el("button", "option", option);
+        pick.type = "button";
+        pick.addEventListener("click", () => decide(view, card, { answer: option }));
+        actions.append(pick);
+      }
+      const answer = el("input", "answer-text");
+      answer.type = "text";
+      answer.placeholder = "your answer";
+      answer.setAttribute("aria-label", "your answer");
+      const send = el("button", "answer", "Answer");
+      send.type = "button";
+      send.addEventListener("click", () => {
+        if (answer.value.trim()) decide(view, card, { answer: answer.value.trim() });
+      });
+      actions.append(answer, send);
+    },
+    question_answer(view, e) {
+      const who = e.by === "timeout" ? "nobody answered in time" : e.key_id ? `key ${e.key_id}` : "a client";
+      const text = e.answer === null || e.answer === undefined ? `✗ Not answered (${who})` : `Answered (${who}): ${e.answer}`;
+      settleCard(view, e.request_id, e.answer === null || e.answer === undefined ? "denied" : "allowed", text);
     },
     started(view, e) {
       append(view, line("note", `${e.harness} · ${e.model}${e.harness_version ? ` · ${e.harness_version}` : ""}`));
@@ -444,6 +517,85 @@
       append(view, line("note", `setup: ${e.step}`));
     },
   };
+
+  // --- approvals: a card per waiting tool call or question, decided with its buttons --------------
+
+  function approvalCard(view, e, title, tool) {
+    const card = el("div", "approval");
+    card.dataset.requestId = e.request_id;
+    card.dataset.state = "pending";
+    card.dataset.expiresAt = String(e.expires_at);
+    const head = el("div", "approval-head");
+    head.append(el("span", "approval-title", title));
+    if (tool) head.append(el("span", "tool-name", tool));
+    const r = view.record;
+    const asker = r ? `${r.engine} · ${r.harness}${r.owner ? ` · key ${r.owner}` : ""}` : "";
+    head.append(el("span", "approval-who muted", asker ? `asked by ${asker}` : ""));
+    head.append(el("span", "approval-expires muted", ""));
+    card.append(head, el("div", "approval-body"), el("div", "approval-actions"));
+    card.append(el("div", "approval-outcome"));
+    view.approvals.set(e.request_id, card);
+    append(view, card);
+    tickCard(card);
+    setStatus(view.status);
+    return card;
+  }
+
+  function diffBlock(diff) {
+    const block = el("pre", "approval-diff");
+    for (const text of clip(diff).split("\n")) {
+      const cls = text.startsWith("+") ? "add" : text.startsWith("-") ? "del" : text.startsWith("@@") ? "hunk" : null;
+      block.append(el("span", cls, `${text}\n`));
+    }
+    return block;
+  }
+
+  function waitingCards(view) {
+    let n = 0;
+    for (const card of view.approvals.values()) if (card.dataset.state === "pending") n += 1;
+    return n;
+  }
+
+  function tickCard(card) {
+    if (card.dataset.state !== "pending") return;
+    const expires = Number(card.dataset.expiresAt);
+    const left = Math.round(expires - Date.now() / 1000);
+    const at = new Date(expires * 1000).toLocaleTimeString();
+    card.querySelector(".approval-expires").textContent =
+      left > 0 ? `expires ${at} (in ${left} s)` : `expired ${at}: denied unless already decided`;
+  }
+
+  function tickApprovals(view) {
+    if (view !== current) return;
+    for (const card of view.approvals.values()) tickCard(card);
+  }
+
+  function settleCard(view, rid, state, text) {
+    const card = view.approvals.get(rid);
+    if (card === undefined) {
+      append(view, line(`note ${state === "allowed" ? "" : "warn"}`, text));
+      return;
+    }
+    card.dataset.state = state;
+    const title = card.querySelector(".approval-title");
+    title.textContent = card.classList.contains("question") ? "Question" : "Approval";
+    card.querySelector(".approval-actions").replaceChildren();
+    card.querySelector(".approval-expires").textContent = "";
+    card.querySelector(".approval-outcome").textContent = text;
+    setStatus(view.status);
+  }
+
+  async function decide(view, card, body) {
+    for (const button of card.querySelectorAll(".approval-actions button")) button.disabled = true;
+    try {
+      const path = sessionPath(view.sid, `/approvals/${encodeURIComponent(card.dataset.requestId)}`);
+      await api("POST", path, body);
+      notice("");
+    } catch (error) {
+      for (const button of card.querySelectorAll(".approval-actions button")) button.disabled = false;
+      failed(error);
+    }
+  }
 
   function draw(view, event) {
     const drawer = DRAW[event.type];
@@ -498,12 +650,20 @@
     const match = /^#\/s\/([^/]+)$/.exec(location.hash);
     if (match) showSession(decodeURIComponent(match[1]));
     else showList();
+    serverInfo();
   }
 
+  // The signed-in key: server version, key name and scopes, and its spend (of its budget).
   async function serverInfo() {
+    if (!apiKey) {
+      $("server-info").textContent = "";
+      return;
+    }
     try {
-      const health = await (await fetch("/healthz", { cache: "no-store" })).json();
-      $("server-info").textContent = `v${health.version}`;
+      const me = await api("GET", "/v1/keys/me");
+      const budget = me.budget_usd === null ? "" : ` of $${me.budget_usd}/${me.budget_per}`;
+      $("server-info").textContent =
+        `v${me.server_version} · ${me.name} (${me.scopes.join(", ")}) · $${me.spent_usd.toFixed(2)}${budget}`;
     } catch {
       $("server-info").textContent = "";
     }
@@ -519,7 +679,6 @@
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("prompt-form").requestSubmit();
     });
     window.addEventListener("hashchange", route);
-    serverInfo();
     route();
   });
 })();
