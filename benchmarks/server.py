@@ -32,6 +32,7 @@ def start_server(store: Path, spec_file: Path) -> tuple[subprocess.Popen[str], s
     """A `harness-run serve` process, its URL and the seconds from exec to a healthy /healthz."""
     started = time.perf_counter()
     args = [sys.executable, "-m", "harness_run", "serve", "--store", str(store), "--spec", str(spec_file)]
+    args.append("--allow-endpoints")  # the runs name the scripted model's endpoint, with their own key
     proc = subprocess.Popen(
         [*args, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )

@@ -5,7 +5,7 @@ skills; ``build_image(plan)`` (docker SDK, imported lazily) builds the context o
 """
 
 from harness_run.compiler._compile import compile
-from harness_run.compiler._docker import build_image
+from harness_run.compiler._docker import build_image, docker_client
 from harness_run.compiler._manifests import engine_labels, versioned_name
 from harness_run.compiler._options import ImageOptions, PodOptions
 from harness_run.compiler._plan import SHORT_DIGEST_LEN, BuildPlan
@@ -29,6 +29,7 @@ __all__ = [
     "build_image",
     "compile",
     "compile_server",
+    "docker_client",
     "engine_labels",
     "stage_skills",
     "versioned_name",

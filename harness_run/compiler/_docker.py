@@ -3,17 +3,44 @@
 from __future__ import annotations
 
 import io
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from harness_run.errors import BuildError
+from harness_run.errors import BuildError, InfrastructureError, UsageError
 from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
     from harness_run.compiler._plan import BuildPlan
 
-__all__ = ["build_image"]
+__all__ = ["build_image", "docker_client"]
+
+_HOW_TO_START = (
+    "start Docker (`sudo systemctl start docker`, or open Docker Desktop) or point DOCKER_HOST at a "
+    "running engine; or use isolation='process'"
+)
+
+
+def docker_client(client: Any = None) -> Any:
+    """``client``, else ``docker.from_env()``; an engine that does not answer is an
+    :class:`InfrastructureError` saying how to start one."""
+    try:
+        import docker
+    except ImportError:
+        raise UsageError(
+            "isolation='container' needs the docker SDK: pip install 'harness-run[sandbox]'"
+        ) from None
+    try:
+        client = client if client is not None else docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # DockerException, or requests' ConnectionError from ping()
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        raise InfrastructureError(
+            f"no Docker engine answers at {where} ({exc}); {_HOW_TO_START}", retryable=True
+        ) from None
+    return client
+
 
 _TAIL_LINES = 30
 

@@ -2,7 +2,7 @@
 
 We do not import ``claude-agent-sdk`` (its import alone costs ~0.5 s, as long as a scripted turn);
 we only use the ``claude`` binary its wheel bundles, located without importing the package.
-See DESIGN.md, "Harness control".
+See docs/decisions/0004-drive-the-cli-not-the-sdk.md.
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ class _Config(BaseModel):
 class GitRepoConfig(_Config):
     """The repository a session works in: cloned at ``branch`` (created from ``base_branch`` when the
     remote does not have it). ``auth_token`` goes to git only, per turn (never to disk or the agent's
-    environment); ``clone_dir_name`` is the folder in the workspace (default: the repo's name)."""
+    environment). The checkout is the session's workspace itself, where the agent and
+    ``run_command`` start; ``clone_dir_name`` is accepted for compatibility and names nothing here
+    (the workspace folder is the session's own)."""
 
     remote: str = Field(min_length=1)
     branch: str = "main"

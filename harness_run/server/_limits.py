@@ -3,7 +3,8 @@
 - :class:`StreamLimits` caps the open SSE streams per API key and per session; one over the cap is
   answered 429 ``too_many_streams``, naming the limit.
 - :class:`AuthFailures` counts the 401s of each remote address; a client with too many in a window
-  gets 429 ``too_many_failures`` for a cool-down, before its key is even looked at.
+  gets 429 ``too_many_failures`` (instead of 401) for a cool-down; a valid key from that address
+  still works (a shared NAT, a front end), and the key check is cheap (cached key ids).
 - :class:`GuardedRunner` is ``web.AppRunner`` with a deadline for a request's head (a client that
   has not sent a complete request line and headers within ``head_timeout`` seconds of connecting, or
   of its previous response, is disconnected) and a cap on open connections (new ones beyond it are
@@ -131,8 +132,8 @@ def _drop(counts: dict[str, int], name: str) -> None:
 
 class AuthFailures:
     """The failed key checks (401s) per remote address: after ``limit`` of them within ``window``
-    seconds, :meth:`blocked` is true for ``cooldown`` seconds (answer 429 without looking at the
-    key). Thread-safe; the table is bounded (``max_clients``, the oldest forgotten first)."""
+    seconds, :meth:`blocked` is true for ``cooldown`` seconds (a failed check is then answered 429,
+    not 401). Thread-safe; the table is bounded (``max_clients``, the oldest forgotten first)."""
 
     def __init__(
         self, limit: int = 20, window: float = 10.0, cooldown: float = 30.0, max_clients: int = 10_000

@@ -66,7 +66,7 @@ async def container_engine(
         harness="claude-code",
         model=MODEL,
         checkpoint=True,
-        repos=[RepoSource.git(remote.url, auth="GH_TOKEN", depth=1)],
+        repos=[RepoSource.git(remote.url, auth="GH_TOKEN", depth=1, path=".")],
         git=GitOptions(commit="after_turn", push=True, author=AUTHOR, message="{branch}: turn {turn}"),
     )
     engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
@@ -109,7 +109,7 @@ async def test_two_container_sessions_on_two_branches_push_then_a_rejected_push_
     assert second.is_error and second.pushed_ref is None and second.commit_sha is not None
     assert "push" in (second.error or "") and "feat/auth" in (second.error or "")
     assert remote.token not in (second.error or "")
-    head = await new.exec("git -C repo rev-parse HEAD && git -C repo show --name-only --format= HEAD")
+    head = await new.exec("git rev-parse HEAD && git show --name-only --format= HEAD")  # the checkout
     assert head.stdout.split() == [second.commit_sha, "fixed.txt"]  # nothing lost
     # delete: the container goes first, then workspace, checkpoints and history
     snapshot = engine.store.get_session(new.session_id).snapshot
@@ -131,7 +131,7 @@ async def test_on_close_commits_in_the_container_and_delete_is_refused_while_a_t
         name="ctr-close",
         harness="claude-code",
         model=MODEL,
-        repos=[RepoSource.git(remote.url, auth="GH_TOKEN")],
+        repos=[RepoSource.git(remote.url, auth="GH_TOKEN", path=".")],
         git=GitOptions(commit="on_close", push=True, author=AUTHOR, message="{branch}: closed"),
     )
     engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
@@ -167,7 +167,7 @@ async def test_a_synchronous_close_cannot_commit_on_close_and_says_so(
         harness="claude-code",
         model=MODEL,
         checkpoint=True,
-        repos=[RepoSource.git(remote.url, auth="GH_TOKEN")],
+        repos=[RepoSource.git(remote.url, auth="GH_TOKEN", path=".")],
         git=GitOptions(commit="on_close", push=True),
     )
     engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)

@@ -31,9 +31,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.slow, pyt
 
 AUTHOR = "Ada Bot <ada@example.com>"
 RULES = [
-    Rule(match="auth bug", reply=Reply.shell("echo auth > repo/auth.txt")),
-    Rule(match="dark mode", reply=Reply.shell("echo dark > repo/dark.txt")),
-    Rule(match="failing test", reply=Reply.shell("echo fixed > repo/fixed.txt")),
+    # the checkout: ./repo for the specs here, the workspace itself for HarnessBox's (path=".")
+    Rule(match="auth bug", reply=Reply.shell("cd repo 2>/dev/null; echo auth > auth.txt")),
+    Rule(match="dark mode", reply=Reply.shell("cd repo 2>/dev/null; echo dark > dark.txt")),
+    Rule(match="failing test", reply=Reply.shell("cd repo 2>/dev/null; echo fixed > fixed.txt")),
     Rule(
         match="slow A", reply=Reply.shell("echo A-start >> repo/log.txt; sleep 1; echo A-end >> repo/log.txt")
     ),

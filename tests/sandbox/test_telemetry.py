@@ -149,7 +149,9 @@ async def test_serve_serves_a_sandbox_engine_in_one_trace_from_client_to_tool_ca
         "OTEL_SERVICE_NAME": "team-server",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
-    proc = _serve(deployed.store_url, env, "--project", PROJECT, "--location", LOCATION, "--cluster", CLUSTER)
+    cluster = ("--project", PROJECT, "--location", LOCATION, "--cluster", CLUSTER)
+    # the runs name the scripted model's endpoint (on loopback) with their own key: allowed here
+    proc = _serve(deployed.store_url, env, *cluster, "--allow-endpoints", "--allow-private-endpoints")
     try:
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)

@@ -366,10 +366,11 @@ async def test_claude_on_vertex_in_the_container_holds_no_google_credential(
     assert key.pem_line not in stored and "ya29." not in stored
 
 
-# the image's guard module with a verdict that raises (appended: the last ``decide`` wins)
+# the image's guard module with a verdict that raises (appended: the last ``verdict`` wins, for the
+# engine's guard server and the hook command alike)
 _BROKEN_GUARD = (
     "import harness_run.harness._guard as g, pathlib; p = pathlib.Path(g.__file__); "
-    "p.write_text(p.read_text() + '\\ndef decide(*args, **kwargs):\\n    raise RuntimeError(\\'guard bug\\')\\n')"
+    "p.write_text(p.read_text() + '\\ndef verdict(*args, **kwargs):\\n    raise RuntimeError(\\'guard bug\\')\\n')"
 )
 
 

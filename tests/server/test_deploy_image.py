@@ -174,7 +174,8 @@ async def test_deploy_builds_pushes_creates_then_does_nothing_then_updates_and_t
             "sh",
             "-c",
             'exec harness-run serve --host 0.0.0.0 --port "$PORT" --store "$HARNESS_RUN_STORE" '
-            "--engine team-agent --allow-endpoints",  # the scripted model: the caller's own endpoint
+            "--engine team-agent --allow-endpoints "  # the scripted model: the caller's own endpoint
+            "--agent-uids off",  # the image's server is uid 1000: it cannot give agents a uid each
         ],
         environment={"PORT": str(port), "HARNESS_RUN_STORE": gcs_store_url, **fake_gcs.env, **server_secret},
         labels=docker_labels,

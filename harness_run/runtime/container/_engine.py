@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from harness_run.compiler import docker_client
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.runtime import check_workspace
 from harness_run.runtime.container._pool import ContainerPool
@@ -26,10 +27,6 @@ from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 __all__ = ["RUNTIME", "ContainerEngine", "deploy_container", "docker_client", "engine_for"]
 
 RUNTIME = "container"
-_HOW_TO_START = (
-    "start Docker (`sudo systemctl start docker`, or open Docker Desktop) or point DOCKER_HOST at a "
-    "running engine; or use isolation='process'"
-)
 
 
 class ContainerEngine(WorkerEngine):
@@ -69,26 +66,6 @@ class ContainerEngine(WorkerEngine):
 
     def __repr__(self) -> str:
         return f"<ContainerEngine {self.name} image={self.image}>"
-
-
-def docker_client(client: Any = None) -> Any:
-    """``client``, else ``docker.from_env()``; an engine that does not answer is an
-    :class:`InfrastructureError` saying how to start one."""
-    try:
-        import docker
-    except ImportError:
-        raise UsageError(
-            "isolation='container' needs the docker SDK: pip install 'harness-run[sandbox]'"
-        ) from None
-    try:
-        client = client if client is not None else docker.from_env(timeout=600)
-        client.ping()
-    except Exception as exc:  # DockerException, or requests' ConnectionError from ping()
-        where = os.environ.get("DOCKER_HOST") or "the default socket"
-        raise InfrastructureError(
-            f"no Docker engine answers at {where} ({exc}); {_HOW_TO_START}", retryable=True
-        ) from None
-    return client
 
 
 def share_store(root: Path) -> SqliteStore:

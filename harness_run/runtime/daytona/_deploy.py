@@ -172,7 +172,7 @@ def _create_snapshot(
 def _push(plan: Any, docker_client: Any, say: Callable[[str], None]) -> None:
     """Build ``plan.image`` on the Docker engine unless it is there, and push it."""
     from harness_run.compiler import build_image
-    from harness_run.runtime.container import docker_client as docker_of
+    from harness_run.compiler import docker_client as docker_of
 
     client = docker_of(docker_client)
     try:
