@@ -125,13 +125,13 @@ async def serve(
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
     bound = _bound_port(runner, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying it is ready: a SIGTERM then stops it cleanly
+        loop.add_signal_handler(sig, stop.set)
     log.info("harness-run server on http://%s:%d (ready in %.2f s)", host, bound, time.monotonic() - started)
     if ready is not None:
         ready(bound)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
