@@ -36,7 +36,8 @@ RULES = [
     Rule(match="write the file", reply=Reply.shell("echo hello-from-turn-1 > out.txt")),
     Rule(match="read the file", reply=Reply.shell("cat out.txt")),
     Rule(match="just answer", reply=Reply.text("plain answer")),
-    Rule(match="take your time", reply=Reply.shell("sleep 60; echo slept")),
+    # not a bare leading `sleep N`: Claude Code refuses that as a Bash command of its own
+    Rule(match="take your time", reply=Reply.shell("bash -c 'sleep 60; echo slept'")),
     Rule(match="slow A", reply=Reply.shell("echo A-start >> log.txt; sleep 1; echo A-end >> log.txt")),
     Rule(match="slow B", reply=Reply.shell("echo B-start >> log.txt; sleep 1; echo B-end >> log.txt")),
     Rule(match="mark the project", reply=Reply.shell("cat README.md > seen.txt")),
