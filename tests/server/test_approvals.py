@@ -8,9 +8,6 @@ names the routes and the events; a caller's overlay may add approvals but never 
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +20,11 @@ from harness_run.events import ApprovalDecisionEvent, ApprovalRequestEvent, Tool
 from harness_run.server import ServerPolicy
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._helpers import MODEL, ServerThread
+from ._helpers import MODEL, ServerThread, call
 
 pytestmark = pytest.mark.harness
 
 _KEY = {"ANTHROPIC_API_KEY": "sk-test"}
-
-
-def _call(url: str, method: str = "GET", body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
 
 
 def _spec(model: ScriptedModel) -> AgentSpec:
@@ -62,7 +46,7 @@ async def test_the_owner_decides_through_the_server_and_another_key_gets_404(
         base = server.url
         other = server.new_key("someone else", "turn")
         engine = harness_run.connect(server.url, api_key=server.key)
-        _, me = _call(f"{base}/v1/keys/me", key=server.key)
+        _, me = call(f"{base}/v1/keys/me", key=server.key)
         session = engine.start_session()
         sid = session.session_id
 
@@ -73,19 +57,19 @@ async def test_the_owner_decides_through_the_server_and_another_key_gets_404(
                 rid = event.request_id
                 path = f"{base}/v1/sessions/{sid}/approvals/{rid}"
                 # the list says the session waits; the pending request is listed for its owner only
-                _, listed = _call(f"{base}/v1/sessions", key=server.key)
+                _, listed = call(f"{base}/v1/sessions", key=server.key)
                 assert listed["approvals"] == {sid: 1}
-                status, pending = _call(f"{base}/v1/sessions/{sid}/approvals?pending=1", key=server.key)
+                status, pending = call(f"{base}/v1/sessions/{sid}/approvals?pending=1", key=server.key)
                 assert status == 200 and [a["request_id"] for a in pending["approvals"]] == [rid]
                 assert [p.request_id for p in session.pending_approvals()] == [rid]
                 for method, body in (("GET", None), ("POST", {"decision": "allow"})):
-                    status, refused = _call(path, method, body, key=other)
+                    status, refused = call(path, method, body, key=other)
                     assert status == 404 and "no session" in refused["message"], refused
-                assert _call(f"{base}/v1/sessions/{sid}/approvals", key=other)[0] == 404
-                status, bad = _call(path, "POST", {"decision": "allow", "answer": "x"}, key=server.key)
+                assert call(f"{base}/v1/sessions/{sid}/approvals", key=other)[0] == 404
+                status, bad = call(path, "POST", {"decision": "allow", "answer": "x"}, key=server.key)
                 assert status == 422, bad
                 await run.approve(rid)
-                status, again = _call(path, "POST", {"decision": "deny"}, key=server.key)
+                status, again = call(path, "POST", {"decision": "deny"}, key=server.key)
                 assert status == 409 and "already decided" in again["message"]  # the first decision won
         result = await run
         assert not result.is_error, result.error
@@ -103,11 +87,11 @@ async def test_the_owner_decides_through_the_server_and_another_key_gets_404(
         assert any("not on a Friday" in r for r in scripted_model.requests[-1].tool_results)
         assert not any("push-refused" in e.content for e in run.events if isinstance(e, ToolResultEvent))
 
-        status, turn2 = _call(f"{base}/v1/sessions/{sid}/approvals", key=server.key)  # the last turn's
+        status, turn2 = call(f"{base}/v1/sessions/{sid}/approvals", key=server.key)  # the last turn's
         assert status == 200 and [(a["turn"], a["decision"], a["reason"]) for a in turn2["approvals"]] == [
             (2, "deny", "not on a Friday")
         ]
-        status, every = _call(f"{base}/v1/sessions/{sid}/approvals?turn=all", key=server.key)
+        status, every = call(f"{base}/v1/sessions/{sid}/approvals?turn=all", key=server.key)
         assert [a["key_id"] for a in every["approvals"]] == [me["key_id"], me["key_id"]]
         assert session.pending_approvals() == []
         await engine.aclose()
@@ -115,7 +99,7 @@ async def test_the_owner_decides_through_the_server_and_another_key_gets_404(
 
 def test_the_document_names_the_routes_and_the_events(tmp_path: Path, scripted_model: ScriptedModel) -> None:
     with ServerThread(tmp_path, [_spec(scripted_model)]) as server:
-        status, doc = _call(f"{server.url}/openapi.json")
+        status, doc = call(f"{server.url}/openapi.json")
     assert status == 200
     decide = doc["paths"]["/v1/sessions/{session_id}/approvals/{request_id}"]["post"]
     assert decide["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Decision")

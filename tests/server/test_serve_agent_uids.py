@@ -236,7 +236,7 @@ def test_the_secret_scan_before_a_commit_follows_no_link_and_opens_no_device(tmp
     server_file.write_text("value-of-the-secret\n")
     (work / "zero").symlink_to("/dev/zero")
     (work / "peek").symlink_to(server_file)
-    (work / "named").symlink_to("/tmp/value-of-the-secret")
+    (work / "named").symlink_to("/tmp/value-of-the-secret")  # fresh-machine ok: never followed
     (work / "leak.txt").write_text("value-of-the-secret\n")
     (work / "fine.txt").write_text("fine\n")
     options = GitOptions(commit="after_turn", push=False)
