@@ -5,7 +5,7 @@ engine is an :class:`Engine`."""
 
 from harness_run.runtime._adopt import AdoptedProcess, adopt
 from harness_run.runtime._agent_user import AgentUser
-from harness_run.runtime._engine import Engine
+from harness_run.runtime._engine import Engine, record_engine
 from harness_run.runtime._process import ChildProcess, Spawned, kill_tree, release_reaper
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
@@ -29,6 +29,7 @@ __all__ = [
     "check_workspace",
     "kill_tree",
     "load_transcript",
+    "record_engine",
     "release_reaper",
     "resolve_host_dir",
 ]

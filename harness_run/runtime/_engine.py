@@ -10,6 +10,7 @@ backend (the engine, as a :class:`~harness_run.runtime._session.TurnBackend`).
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
@@ -29,9 +30,9 @@ from harness_run.runtime._session import (
 )
 from harness_run.runtime._workspace import check_workspace
 from harness_run.spec import AgentSpec, SessionConfig, WorkspaceOptions
-from harness_run.store import EngineRecord, HistoryStore, SessionRecord
+from harness_run.store import EngineRecord, EngineRuntime, HistoryStore, SessionRecord
 
-__all__ = ["Engine", "EngineBase"]
+__all__ = ["Engine", "EngineBase", "record_engine"]
 
 STOP_GRACE = 30.0
 """Seconds ``aclose()`` gives an interrupted turn to end (and be stored) before cancelling it."""
@@ -416,3 +417,18 @@ def _retrieve(task: asyncio.Task[None]) -> None:
     """Mark a background close's failure as seen (``aclose()`` re-raises it to whoever waits)."""
     if not task.cancelled():
         task.exception()
+
+
+def record_engine(store: HistoryStore, spec: AgentSpec, version: str, runtime: EngineRuntime) -> EngineRecord:
+    """Store ``spec`` as engine ``version`` on ``runtime``; a redeploy of the same version keeps the
+    date it was first deployed. Returns the record (blocking: the store is written)."""
+    existing = store.get_engine(spec.name, version)
+    record = EngineRecord(
+        name=spec.name,
+        version=version,
+        spec=spec.to_dict(),
+        runtime=runtime,
+        created_at=existing.created_at if existing is not None else time.time(),
+    )
+    store.put_engine(record)
+    return record

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from harness_run.compiler import docker_client
 from harness_run.errors import InfrastructureError, UsageError
-from harness_run.runtime import check_workspace
+from harness_run.runtime import check_workspace, record_engine
 from harness_run.runtime.container._pool import ContainerPool
 from harness_run.runtime.remote import WorkerEngine
 from harness_run.spec import AgentSpec, WorkspaceOptions
@@ -134,15 +133,7 @@ def deploy_container(
     if not _image_exists(client, plan.image):
         build_image(plan, client=client, progress=progress)
     store = share_store(workdir)
-    existing = store.get_engine(spec.name, plan.digest)
-    record = EngineRecord(
-        name=spec.name,
-        version=plan.digest,
-        spec=spec.to_dict(),
-        runtime=RUNTIME,
-        created_at=existing.created_at if existing is not None else time.time(),
-    )
-    store.put_engine(record)
+    record = record_engine(store, spec, plan.digest, RUNTIME)
     return engine_for(
         record,
         store,

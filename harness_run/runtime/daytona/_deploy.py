@@ -17,16 +17,16 @@ share (``gs://…``, or a directory the sandboxes see through the Daytona volume
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from harness_run.errors import BuildError, InfrastructureError, UsageError, redact
+from harness_run.runtime import record_engine
 from harness_run.runtime.daytona._sandboxes import DaytonaSandboxes, daytona_client
 from harness_run.runtime.remote import WorkerEngine
 from harness_run.spec import AgentSpec
-from harness_run.store import EngineRecord, HistoryStore, open_store
+from harness_run.store import HistoryStore, open_store
 from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = ["RUNTIME", "WORKER_COMMAND", "DaytonaEngine", "deploy_daytona", "snapshot_name"]
@@ -108,15 +108,7 @@ def deploy_daytona(
 
                 _create_snapshot(client, name, Image.from_dockerfile(dockerfile), say, forms)
     history = open_store(store) if isinstance(store, str) else store
-    existing = history.get_engine(spec.name, plan.digest)
-    record = EngineRecord(
-        name=spec.name,
-        version=plan.digest,
-        spec=spec.to_dict(),
-        runtime=RUNTIME,
-        created_at=existing.created_at if existing is not None else time.time(),
-    )
-    history.put_engine(record)
+    record = record_engine(history, spec, plan.digest, RUNTIME)
     store_url = store if isinstance(store, str) else ""
     if not store_url and store_volume is None:
         raise UsageError("deploy_daytona(store=...) must be a URL the sandboxes can open (gs://…)")

@@ -9,17 +9,17 @@ the outcome. :class:`E2BProvider` is the same as a HarnessBox provider (``provid
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness_run.errors import UsageError
+from harness_run.runtime import record_engine
 from harness_run.runtime.e2b._sandboxes import E2BSandboxes
 from harness_run.runtime.e2b._template import ensure_template
 from harness_run.runtime.remote import WorkerEngine
 from harness_run.spec import AgentSpec
-from harness_run.store import EngineRecord, open_store
+from harness_run.store import open_store
 from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = ["RUNTIME", "E2BEngine", "E2BProvider", "deploy_e2b"]
@@ -94,15 +94,7 @@ async def deploy_e2b(
     image = ImageOptions(base_image=base_image, ca_files=ca_files)
     plan = compile(spec, image=image, pods=PodOptions(runtime_class=None))
     template, _built = await ensure_template(plan, params, progress=progress)
-    existing = history.get_engine(spec.name, plan.digest)
-    record = EngineRecord(
-        name=spec.name,
-        version=plan.digest,
-        spec=spec.to_dict(),
-        runtime=RUNTIME,
-        created_at=existing.created_at if existing is not None else time.time(),
-    )
-    history.put_engine(record)
+    record = record_engine(history, spec, plan.digest, RUNTIME)
     claims = E2BSandboxes(
         template=template,
         engine=spec.name,

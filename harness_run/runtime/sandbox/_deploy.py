@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from typing import Any
 
 from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
+from harness_run.runtime import record_engine
 from harness_run.runtime.sandbox._cluster import connect
 from harness_run.runtime.sandbox._engine import SandboxEngine
 from harness_run.runtime.sandbox._kube import Kube, Obj, get_map, get_str
@@ -23,7 +23,7 @@ from harness_run.runtime.sandbox._options import ClaimOptions, ClusterTarget
 from harness_run.runtime.sandbox._progress import Progress
 from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
-from harness_run.store import EngineRecord, HistoryStore, open_store
+from harness_run.store import HistoryStore, open_store
 from harness_run.vocab import k8s, telemetry
 
 __all__ = [
@@ -169,17 +169,7 @@ def deploy(
         show.step("pool ready", f"{pool}: {pool_size} sandbox{'es' if pool_size != 1 else ''} ready")
     else:
         show.step("pool ready", f"{pool}: no warm sandboxes (warm_pool=False: each turn cold-starts)")
-    existing = history.get_engine(spec.name, plan.digest)
-    record = EngineRecord(
-        name=spec.name,
-        version=plan.digest,
-        spec=spec.to_dict(),
-        runtime=RUNTIME,
-        created_at=time.time()
-        if existing is None or existing.version != plan.digest
-        else existing.created_at,
-    )
-    history.put_engine(record)
+    record = record_engine(history, spec, plan.digest, RUNTIME)
     telemetry.annotate(version=plan.short)
     show.step("done", f"engine {spec.name} version {plan.short} (image {plan.image})")
     return SandboxEngine(record, store=history, kube=kube, options=claims)
