@@ -2,6 +2,7 @@
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 ARGS ?=
+NAME ?=
 
 .PHONY: help venv demo test lint docs docs-serve services-up services-down services-status bench clean-state
 
@@ -38,8 +39,8 @@ services-down: ## stop them (by PID)
 services-status: ## are they running?
 	scripts/services status
 
-bench: ## run benchmarks/*.py (each prints its numbers)
-	scripts/bench $(ARGS)
+bench: ## run one benchmark: make bench NAME=turn_cost ARGS='--variant phases' (no NAME: list them)
+	scripts/bench $(NAME) $(ARGS)
 
 clean-state: ## stop the services and delete their state (.ci-state, /tmp/hr-ci-*)
 	scripts/services clean

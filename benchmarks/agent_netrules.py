@@ -1,7 +1,8 @@
-"""Cost of the agent's per-uid network rules (``harness_run.worker._agent_net``), one labelled number
-per line. Needs Docker, the base image and ``PIP_CERT``, as the docker tests.
+"""What the agent's per-uid network rules cost (``harness_run.worker._agent_net``), in a container.
 
-    python benchmarks/agent_netrules.py [--rounds N] [--connects N] [--smoke]
+One labelled number per line. Needs Docker, the base image and ``PIP_CERT``, as the docker tests.
+
+    python -m benchmarks agent_netrules [--rounds N] [--connects N] [--smoke]
 
 In one container of a compiled image with its own network namespace (``network_mode="none"``, root
 with the worker's capabilities plus NET_ADMIN/NET_RAW, as the container runtime starts its worker):
@@ -18,19 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from harness_run import AgentSpec, local  # noqa: E402
-from harness_run.runtime.container import ContainerEngine  # noqa: E402
-from harness_run.vocab import k8s  # noqa: E402
+from benchmarks._common import claude_spec, local_engine
+from benchmarks._services import docker_env
+from harness_run.runtime.container import ContainerEngine
+from harness_run.vocab import k8s
 
 _INSTALL = """
 import json, sys, time
@@ -74,24 +69,16 @@ def _flush(container: Any) -> None:
 
 
 def main() -> None:
-    import docker
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--connects", type=int, default=500)
     parser.add_argument("--smoke", action="store_true", help="a short run (CI smoke test)")
     args = parser.parse_args()
     rounds, connects = (1, 20) if args.smoke else (args.rounds, args.connects)
-    client = docker.from_env(timeout=600)
-    ca = os.environ.get("PIP_CERT", "")
-    engine = local.deploy(
-        AgentSpec(name="bench-netrules", harness="claude-code", model="claude-sonnet-4-6", network="none"),
-        workdir=Path(tempfile.mkdtemp(prefix="hr-bench-netrules-")),
-        isolation="container",
-        docker_client=client,
-        ca_files=[ca] if ca else [],
-        network_mode="host",
-        base_image=os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
+    docker = docker_env()
+    client = docker.client
+    engine = local_engine(
+        claude_spec("bench-netrules", network="none"), "hr-bench-netrules-", **docker.engine_options()
     )
     assert isinstance(engine, ContainerEngine)
     image = engine.image

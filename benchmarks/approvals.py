@@ -18,7 +18,7 @@ its ``none`` median; and from the request (the guard stored it: ``expires_at - t
 client holding the event and to the decision stored (``approve()`` returned). Targets: a round trip
 of ≤ 50 ms in process, ≤ 150 ms through the server; ``unmatched - none`` about 0.
 
-    python benchmarks/approvals.py [--rounds N] [--no-server]
+    python -m benchmarks approvals [--rounds N] [--no-server]
 """
 
 from __future__ import annotations
@@ -27,15 +27,11 @@ import argparse
 import asyncio
 import os
 import re
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common
-from _common import KEY, MODEL, median, scratch, scripted_model
-from server import make_key, start_server, stop_server
+from benchmarks._common import KEY, alternating, claude_spec, local_engine, median, scratch, scripted_model
+from benchmarks._services import make_key, start_server, stop_server
 
 PROMPT = "note the time"
 TIMEOUT_S = 60.0
@@ -87,13 +83,10 @@ async def _turn(engine: Any, approvals: dict[str, Any] | None) -> dict[str, floa
 
 async def _series(engine: Any, rounds: int) -> dict[str, list[dict[str, float]]]:
     found: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
-    names = list(VARIANTS)
-    for i in range(rounds + 1):
-        order = names if i % 2 else names[::-1]
-        for name in order:
-            times = await _turn(engine, VARIANTS[name])
-            if i:  # the first round is a warm-up
-                found[name].append(times)
+    for name, measured in alternating(list(VARIANTS), rounds):
+        times = await _turn(engine, VARIANTS[name])
+        if measured:
+            found[name].append(times)
     return found
 
 
@@ -119,10 +112,7 @@ def _print(where: str, found: dict[str, list[dict[str, float]]], target_ms: floa
 
 
 async def _local(model_url: str, rounds: int) -> dict[str, list[dict[str, float]]]:
-    from harness_run import AgentSpec, local
-
-    spec = AgentSpec(name="bench-approvals", harness="claude-code", model=MODEL, model_base_url=model_url)
-    engine = local.deploy(spec, workdir=scratch("approvals-local-"))
+    engine = local_engine(claude_spec("bench-approvals", model_base_url=model_url), "approvals-local-")
     try:
         return await _series(engine, rounds)
     finally:
@@ -144,18 +134,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--no-server", action="store_true", help="only the in-process series")
     args = parser.parse_args()
-    from harness_run import AgentSpec
-
-    _common.RULES_SCRIPT = SCRIPT  # the scripted model's rules (read when it starts)
     os.environ.pop("ANTHROPIC_API_KEY", None)
-    with scripted_model() as model_url:
+    with scripted_model(SCRIPT) as model_url:
         _print("local", asyncio.run(_local(model_url, args.rounds)), 50)
         if args.no_server:
             return
         store = scratch("approvals-server-")
         spec_file = store / "agent.yaml"
-        spec = AgentSpec(name="bench-approvals", harness="claude-code", model=MODEL, model_base_url=model_url)
-        spec_file.write_text(spec.to_yaml())
+        spec_file.write_text(claude_spec("bench-approvals", model_base_url=model_url).to_yaml())
         key = make_key(store)
         proc, url, _ = start_server(store, spec_file)
         try:

@@ -1,6 +1,6 @@
 """Compile and import timings, one labelled number per line.
 
-    python benchmarks/compile.py [--runs N]
+    python -m benchmarks compile [--runs N]
 
 - compile_ms: median of N ``compile(spec)`` calls for a spec without git skills (aim: < 50 ms);
   the first call (which imports jinja2 and reads the templates) is reported separately.
@@ -15,25 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def _import_ms(statement: str, runs: int) -> float:
-    code = f"import time; t = time.perf_counter(); {statement}; print((time.perf_counter() - t) * 1000)"
-    samples = []
-    for _ in range(runs):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-        )
-        samples.append(float(out.stdout.strip()))
-    return statistics.median(samples)
+from benchmarks._common import compile_package, import_ms
 
 
 def main() -> None:
@@ -46,7 +32,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "harness_run")], check=True)
+    compile_package(check=True)
     from harness_run import AgentSpec, McpServer, SkillSource
     from harness_run.compiler import compile
 
@@ -76,8 +62,8 @@ def main() -> None:
     print(f"compile_first_ms {first:.1f}")
     print(f"compile_ms {statistics.median(samples):.1f}")
     print(f"compile_files {len(plan.files)}")
-    print(f"import_agentspec_ms {_import_ms('from harness_run import AgentSpec', args.import_runs):.1f}")
-    print(f"import_build_ms {_import_ms('import harness_run.compiler', args.import_runs):.1f}")
+    print(f"import_agentspec_ms {import_ms('from harness_run import AgentSpec', args.import_runs):.1f}")
+    print(f"import_build_ms {import_ms('import harness_run.compiler', args.import_runs):.1f}")
 
 
 if __name__ == "__main__":

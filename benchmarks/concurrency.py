@@ -1,6 +1,6 @@
 """Concurrent sessions on the scripted model: wall time, failures and client peak RSS.
 
-python benchmarks/concurrency.py [--sizes 16,32,64]
+python -m benchmarks concurrency [--sizes 16,32,64]
 """
 
 from __future__ import annotations
@@ -8,25 +8,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY, MODEL, scratch, scripted_model
+from benchmarks._common import PROMPT, claude_spec, local_engine, model_secrets, scripted_model
 
 
 async def batch(url: str, size: int) -> tuple[float, int, list[str]]:
-    from harness_run import AgentSpec, local
-
-    engine = local.deploy(
-        AgentSpec(name="bench-concurrency", harness="claude-code", model=MODEL),
-        workdir=scratch("hr-bench-conc-"),
-    )
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
+    engine = local_engine(claude_spec("bench-concurrency"), "hr-bench-conc-")
+    secrets = model_secrets(url)
     start = time.perf_counter()
     results = await asyncio.gather(
-        *(engine.start_session().run("write out.txt", secrets=secrets) for _ in range(size)),
+        *(engine.start_session().run(PROMPT, secrets=secrets) for _ in range(size)),
         return_exceptions=True,
     )
     wall = time.perf_counter() - start

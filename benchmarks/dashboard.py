@@ -9,7 +9,7 @@
 
 In-page times come from ``performance.now()`` in MutationObservers, not from Playwright's polling.
 
-    python benchmarks/dashboard.py [--rounds N] [--opens N] [--history N]
+    python -m benchmarks dashboard [--rounds N] [--opens N] [--history N]
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY, MODEL, median, report, scratch, scripted_model
-from server import make_key, start_server, stop_server
+from benchmarks._common import KEY, PROMPT, alternating, claude_spec, ratio, report, scratch, scripted_model
+from benchmarks._services import make_key, start_server, stop_server
 
 CHROMIUM = "/usr/bin/chromium"
-PROMPT = "write out.txt"
 
 # Marks in the page: when the sessions list first has rows, and when the n-th result line appeared.
 MARKS = """
@@ -98,11 +95,9 @@ def main() -> None:
         raise SystemExit(f"no {CHROMIUM}: install Debian's chromium (scripts/test does)")
     from playwright.sync_api import sync_playwright
 
-    from harness_run import AgentSpec
-
     store = scratch("dash-store-")
     spec_file = store / "agent.yaml"
-    spec_file.write_text(AgentSpec(name="bench", harness="claude-code", model=MODEL).to_yaml())
+    spec_file.write_text(claude_spec().to_yaml())
     key = make_key(store)
     with scripted_model() as model_url:
         os.environ.update({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": KEY})  # the server's
@@ -143,19 +138,19 @@ def measure(browser: Any, url: str, key: str, args: argparse.Namespace) -> None:
     page.goto(f"{url}/#/s/{page_sid}")
     page.wait_for_function("document.getElementById('session-status').textContent === 'idle'")
     times: dict[str, list[float]] = {"page": [], "api": [], "prompt_drawn": []}
-    for i in range(args.rounds + 1):
-        order = ("page", "api") if i % 2 else ("api", "page")
-        for way in order:
-            if way == "api":
-                took = api_turn(url, key, api_sid)
-            else:
-                page.fill("#prompt", PROMPT)
-                drawn_ms, took_ms = page.evaluate(TURN, i + 1)
-                took = took_ms / 1000
-                if i:
-                    times["prompt_drawn"].append(drawn_ms)
-            if i:  # the first round is a warm-up
-                times[way].append(took)
+    page_turns = 0
+    for way, measured in alternating(("page", "api"), args.rounds):
+        if way == "api":
+            took = api_turn(url, key, api_sid)
+        else:
+            page_turns += 1
+            page.fill("#prompt", PROMPT)
+            drawn_ms, took_ms = page.evaluate(TURN, page_turns)
+            took = took_ms / 1000
+            if measured:
+                times["prompt_drawn"].append(drawn_ms)
+        if measured:
+            times[way].append(took)
     context.close()
 
     # 1. open: navigation start -> the sessions list drawn
@@ -180,7 +175,7 @@ def measure(browser: Any, url: str, key: str, args: argparse.Namespace) -> None:
     report("open: navigation to the sessions list drawn", opens, "ms")
     report("turn through the page (click -> result line)", times["page"])
     report("turn through the API (POST + SSE -> result)", times["api"])
-    print(f"ratio page / API: {median(times['page']) / median(times['api']):.3f}")
+    ratio("ratio page / API", times["page"], times["api"])
     report("click -> the prompt drawn from the stream", times["prompt_drawn"], "ms")
     report(f"history: navigation to {args.history} turns drawn", replays, "ms")
 

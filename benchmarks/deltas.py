@@ -1,6 +1,6 @@
 """Token streaming: what deltas cost, one labelled number per line.
 
-    python benchmarks/deltas.py [--turns N] [--runs N] [--smoke]
+    python -m benchmarks deltas [--turns N] [--runs N] [--smoke]
 
 - delta_redact_us: ``EventRedactor.redact`` of one 48-character delta (6 secret forms, none
   occurring: the common case), median µs;
@@ -14,20 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from harness_run import AgentSpec, local  # noqa: E402
-from harness_run.events import DeltaEvent  # noqa: E402
-from harness_run.harness import claude_code  # noqa: E402
-from harness_run.security import EventRedactor, secret_forms  # noqa: E402
-from harness_run.testing import ScriptedModel, text  # noqa: E402
+from benchmarks._common import local_engine, median_call, model_secrets
+from harness_run.events import DeltaEvent
+from harness_run.harness import claude_code
+from harness_run.security import EventRedactor, secret_forms
+from harness_run.testing import ScriptedModel, text
 
 ANSWER = ("lorem ipsum dolor sit amet, consectetur adipiscing elit " * 80)[:4000]
 _LAUNCH = claude_code.ClaudeCodeDriver.launch
@@ -42,23 +36,16 @@ def _without_partial(self: Any, ctx: Any) -> Any:
 def redact_us(runs: int) -> float:
     redactor = EventRedactor(secret_forms(["sk-canary-0123456789abcdef", "hunter22", "false"]))
     delta = DeltaEvent(text="lorem ipsum dolor sit amet, consectetur adipisc.", message_id="m")
-    samples: list[float] = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        redactor.redact(delta)
-        samples.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(samples)
+    return median_call(lambda: redactor.redact(delta), runs, 1e6)
 
 
 async def turns(count: int) -> tuple[float, float, float]:
     partial: list[float] = []
     whole: list[float] = []
     deltas = 0
-    with ScriptedModel() as model, tempfile.TemporaryDirectory() as workdir:
-        engine = local.deploy(
-            AgentSpec(name="bench", harness="claude-code", model="claude-sonnet-4-6"), workdir=workdir
-        )
-        secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted-bench-key"}
+    with ScriptedModel() as model:
+        engine = local_engine()
+        secrets = model_secrets(model.url)
         for index in range(count * 2):
             streamed = index % 2 == 0
             claude_code.ClaudeCodeDriver.launch = _LAUNCH if streamed else _without_partial  # type: ignore[method-assign]

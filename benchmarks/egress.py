@@ -1,6 +1,6 @@
 """Cost of egress control, one labelled number per line.
 
-    python benchmarks/egress.py [--requests N] [--container --turns N] [--smoke]
+    python -m benchmarks egress [--requests N] [--container --turns N] [--smoke]
 
 A streamed Messages request to the scripted model on a new connection each time (as a CLI's first
 request, or a tool's ``curl``):
@@ -22,72 +22,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import json
-import os
 import statistics
-import sys
-import tempfile
-import threading
-import time
-import urllib.request
-from collections.abc import Coroutine
-from pathlib import Path
-from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks._common import (
+    Loop,
+    claude_spec,
+    local_engine,
+    messages_request,
+    model_secrets,
+    percentile,
+    scratch,
+    timed_turns,
+)
+from benchmarks._services import docker_env
+from harness_run.security import EgressProxy, LoopbackRelay
+from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from harness_run import AgentSpec, local  # noqa: E402
-from harness_run.security import EgressProxy, LoopbackRelay  # noqa: E402
-from harness_run.testing import Rule, ScriptedModel, shell, text  # noqa: E402
-
-_T = TypeVar("_T")
-BODY = json.dumps(
-    {
-        "model": "claude-sonnet-4-6",
-        "max_tokens": 100,
-        "stream": True,
-        "messages": [{"role": "user", "content": "hi"}],
-    }
-).encode()
 TOKEN = "bench-worker-token"
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _request(url: str, proxy: str | None, auth: str | None = None) -> float:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy} if proxy else {}))
-    headers = {"x-api-key": "sk-bench", "content-type": "application/json", "anthropic-version": "2023-06-01"}
-    if auth:
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(f"worker:{auth}".encode()).decode()
-    start = time.perf_counter()
-    with opener.open(
-        urllib.request.Request(f"{url}/v1/messages", data=BODY, headers=headers), timeout=30
-    ) as r:
-        r.read()
-    return (time.perf_counter() - start) * 1000
-
-
-class _Loop:
-    """An event loop in a thread, for the proxies (the requests block the main thread)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
 
 def _requests(model: ScriptedModel, n: int) -> dict[str, list[float]]:
     host = model.url.removeprefix("http://")
-    loop = _Loop()
+    loop = Loop()
     pod = EgressProxy([host])
-    sock_dir = tempfile.mkdtemp(prefix="hr-bench-egress-")
+    sock_dir = scratch("hr-bench-egress-")
     host_side = EgressProxy([], worker_token=TOKEN, unix_path=f"{sock_dir}/egress.sock")
     relay = LoopbackRelay(f"{sock_dir}/egress.sock")
     for server in (pod, host_side, relay):
@@ -95,9 +53,11 @@ def _requests(model: ScriptedModel, n: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {"direct": [], "proxy": [], "relay": []}
     try:
         for _ in range(n):  # alternate, so load on the machine hits all alike
-            samples["direct"].append(_request(model.url, None))
-            samples["proxy"].append(_request(model.url, f"http://127.0.0.1:{pod.port}"))
-            samples["relay"].append(_request(model.url, f"http://127.0.0.1:{relay.port}", TOKEN))
+            samples["direct"].append(messages_request(model.url))
+            samples["proxy"].append(messages_request(model.url, proxy=f"http://127.0.0.1:{pod.port}"))
+            samples["relay"].append(
+                messages_request(model.url, proxy=f"http://127.0.0.1:{relay.port}", auth=TOKEN)
+            )
     finally:
         for server in (relay, host_side, pod):
             loop.run(server.aclose())
@@ -105,26 +65,11 @@ def _requests(model: ScriptedModel, n: int) -> dict[str, list[float]]:
 
 
 async def _container_turns(model: ScriptedModel, n: int) -> tuple[list[float], list[float]]:
-    import docker
-
-    ca = os.environ.get("PIP_CERT", "")
-    options: dict[str, Any] = {
-        "isolation": "container",
-        "docker_client": docker.from_env(timeout=600),
-        "ca_files": [ca] if ca else [],
-        "network_mode": "host",
-        "base_image": os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
-    }
-    workdir = Path(tempfile.mkdtemp(prefix="hr-bench-egress-ctr-"))
-    secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"}
+    options = docker_env("--container").engine_options()
+    workdir = scratch("hr-bench-egress-ctr-")
+    secrets = model_secrets(model.url)
     engines = [
-        local.deploy(
-            AgentSpec(
-                name=f"bench-egress-{label}", harness="claude-code", model="claude-sonnet-4-6", network=label
-            ),
-            workdir=workdir,
-            **options,
-        )
+        local_engine(claude_spec(f"bench-egress-{label}", network=label), workdir=workdir, **options)
         for label in ("open", "none")
     ]
     open_ms: list[float] = []
@@ -132,10 +77,7 @@ async def _container_turns(model: ScriptedModel, n: int) -> tuple[list[float], l
     try:
         for i in range(n + 1):
             for engine, samples in zip(engines, (open_ms, none_ms), strict=True):
-                start = time.perf_counter()
-                result = await engine.start_session().run("go", secrets=secrets)
-                took = (time.perf_counter() - start) * 1000
-                assert not result.is_error, result.error
+                took = await timed_turns(engine.start_session(), secrets, "go") * 1000
                 if i:  # the first round starts cold
                     samples.append(took)
     finally:
@@ -155,11 +97,11 @@ async def main() -> None:
     with ScriptedModel([Rule(reply=text("hello"))]) as model:
         samples = await asyncio.to_thread(_requests, model, requests)
     for label, values in samples.items():
-        print(f"egress_{label}_p50_ms {_pct(values, 0.5):.2f}")
-        print(f"egress_{label}_p95_ms {_pct(values, 0.95):.2f}")
+        print(f"egress_{label}_p50_ms {percentile(values, 0.5):.2f}")
+        print(f"egress_{label}_p95_ms {percentile(values, 0.95):.2f}")
     for label in ("proxy", "relay"):
         for q, name in ((0.5, "p50"), (0.95, "p95")):
-            added = _pct(samples[label], q) - _pct(samples["direct"], q)
+            added = percentile(samples[label], q) - percentile(samples["direct"], q)
             print(f"egress_{label}_added_{name}_ms {added:.2f}")
     if args.container:
         with ScriptedModel(

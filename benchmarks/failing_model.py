@@ -5,7 +5,7 @@ For each harness and failure (a persistent HTTP 500, a stream cut mid-answer), o
 with ``--cli-defaults``, with the CLI's own defaults for comparison. Prints the wall time, the
 number of model requests and the start of the result's error.
 
-    python benchmarks/failing_model.py [--harness NAME ...] [--failure 500|drop ...] [--cli-defaults]
+    python -m benchmarks failing_model [--harness NAME ...] [--failure 500|drop ...] [--cli-defaults]
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import argparse
 import asyncio
 import time
 
-from harness_run import AgentSpec, local
+from benchmarks._common import local_engine, model_secrets
+from harness_run import AgentSpec
 from harness_run.testing import ScriptedModel, drop, error, text
 
 MODELS = {"claude-code": "claude-sonnet-4-6", "codex": "gpt-5.1", "opencode": "openai/gpt-5.1"}
@@ -25,20 +26,14 @@ CLI_DEFAULTS = {
 }
 
 
-def _secrets(harness: str, model: ScriptedModel) -> dict[str, str]:
-    if harness == "claude-code":
-        return {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted-bench-key"}
-    return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "scripted-bench-key"}
-
-
-async def one(harness: str, failure: str, env: dict[str, str], workdir: str) -> tuple[float, int, str]:
+async def one(harness: str, failure: str, env: dict[str, str]) -> tuple[float, int, str]:
     reply = error(500, "upstream failed: bench 500") if failure == "500" else drop()
     with ScriptedModel([reply, text("not reached")]) as model:
         spec = AgentSpec(name="bench", harness=harness, model=MODELS[harness], env=env, timeout=600)  # type: ignore[arg-type]
-        engine = local.deploy(spec, workdir=workdir)
+        engine = local_engine(spec)
         try:
             start = time.perf_counter()
-            result = await engine.start_session().run("hello", secrets=_secrets(harness, model))
+            result = await engine.start_session().run("hello", secrets=model_secrets(model.url, harness))
             elapsed = time.perf_counter() - start
         finally:
             engine.close()
@@ -48,8 +43,6 @@ async def one(harness: str, failure: str, env: dict[str, str], workdir: str) -> 
 
 
 def main() -> None:
-    import tempfile
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--harness", action="append", choices=list(MODELS), help="default: all")
     parser.add_argument("--failure", action="append", choices=["500", "drop"], help="default: both")
@@ -62,7 +55,7 @@ def main() -> None:
                 if cli and harness not in CLI_DEFAULTS:
                     continue  # OpenCode has no retry setting: its defaults are the only ones
                 env = CLI_DEFAULTS[harness] if cli else {}
-                wall, requests, message = asyncio.run(one(harness, failure, env, tempfile.mkdtemp()))
+                wall, requests, message = asyncio.run(one(harness, failure, env))
                 print(
                     f"[{harness}] {failure}, {label}: {wall:.1f} s, {requests} model requests, error: {message!r}"
                 )

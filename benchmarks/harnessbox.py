@@ -1,6 +1,6 @@
 """What the HarnessBox layer costs over the engine API, one labelled number per line.
 
-    python benchmarks/harnessbox.py [--rounds 5] [--files 200] [--provider local|docker]
+    python -m benchmarks harnessbox [--rounds 5] [--files 200] [--provider local|docker]
 
 One session lifecycle, alternating between the two APIs on the same machine, repo and model:
 
@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import time
-from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from _common import MODEL, median, scratch, scripted_model  # noqa: E402
-from testkit.git_http import GitHttpServer, make_bare_repo  # noqa: E402
-
-from harness_run import AgentSpec, GitOptions, RepoSource, local  # noqa: E402
-from harness_run.harnessbox import (  # noqa: E402
+from benchmarks._common import (
+    MODEL,
+    claude_spec,
+    local_engine,
+    median,
+    model_secrets,
+    scratch,
+    scripted_model,
+    testkit,
+)
+from benchmarks._services import docker_env
+from harness_run import GitOptions, RepoSource
+from harness_run.harnessbox import (
     DockerProvider,
     GitRepoConfig,
     HarnessBox,
@@ -46,29 +46,18 @@ from harness_run.harnessbox import (  # noqa: E402
 AUTHOR = "HarnessBox <harnessbox@localhost>"
 
 
-def _docker_options() -> dict[str, Any]:
-    import docker
-
-    return {
-        "docker_client": docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=120),
-        "base_image": os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
-        "ca_files": [os.environ["PIP_CERT"]] if os.environ.get("PIP_CERT") else [],
-    }
-
-
 async def _main(rounds: int, files: int, provider_name: str) -> None:
     root = scratch("srv-")
-    make_bare_repo(root, "app", {f"mod{i}.py": f"VALUE = {i}\n" * 10 for i in range(files)})
+    git_http = testkit("git_http")
+    git_http.make_bare_repo(root, "app", {f"mod{i}.py": f"VALUE = {i}\n" * 10 for i in range(files)})
     token = "bench-repo-token"
-    with scripted_model() as url, GitHttpServer(root, token) as server:
+    with scripted_model() as url, git_http.GitHttpServer(root, token) as server:
         remote = f"{server.url}/app.git"
-        secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "scripted-dummy-key"}
+        secrets = model_secrets(url)
         workdir = scratch("wd-")
-        options = _docker_options() if provider_name == "docker" else {}
-        spec = AgentSpec(
-            name="harnessbox",
-            harness="claude-code",
-            model=MODEL,
+        docker = docker_env("--provider docker") if provider_name == "docker" else None
+        spec = claude_spec(
+            "harnessbox",
             checkpoint=True,
             repos=[RepoSource.git(remote, auth="HARNESSBOX_GIT_TOKEN")],
             git=GitOptions(
@@ -78,11 +67,11 @@ async def _main(rounds: int, files: int, provider_name: str) -> None:
                 message="HarnessBox: session {session_id} on {branch}",
             ),
         )
-        if provider_name == "docker":
-            engine = local.deploy(spec, workdir=workdir, isolation="container", idle_ttl=3600, **options)
-            provider: Provider = DockerProvider(workdir=workdir, **options)
+        if docker is not None:
+            engine = local_engine(spec, workdir=workdir, idle_ttl=3600, **docker.engine_options(None))
+            provider: Provider = DockerProvider(workdir=workdir, **docker.image_options())
         else:
-            engine = local.deploy(spec, workdir=workdir)
+            engine = local_engine(spec, workdir=workdir)
             provider = LocalProvider(workdir=workdir)
         hb = HarnessBox(
             provider=provider,

@@ -15,27 +15,21 @@ event segments per turn), plus SESSIONS sessions of engine e0 in the old shared 
   list_all_ms/_requests       list_sessions() across every engine and the old layout
   move_ms/_requests           the first write to an old-layout session: moving it
 
-    python benchmarks/history_layout.py [--engines 5] [--sessions 20] [--turns 3] [--smoke]
+    python -m benchmarks history_layout [--engines 5] [--sessions 20] [--turns 3] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # testkit
-
-from testkit.old_layout import to_old_layout  # noqa: E402
-
-from harness_run.events import MessageEvent  # noqa: E402
-from harness_run.store import GcsStore, SessionRecord, SnapshotRef, TurnRecord  # noqa: E402
-from harness_run.testing import FakeGcsServer  # noqa: E402
+from benchmarks._common import testkit
+from benchmarks._services import fake_gcs
+from harness_run.events import MessageEvent
+from harness_run.store import GcsStore, SessionRecord, SnapshotRef, TurnRecord
 
 
 def counted(store: GcsStore) -> list[int]:
@@ -95,10 +89,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.engines, args.sessions, args.turns = 2, 2, 1
-    with FakeGcsServer() as gcs:
-        import os
-
-        os.environ.update(gcs.env)
+    to_old_layout = testkit("old_layout").to_old_layout
+    with fake_gcs() as gcs:
         bucket = gcs.create_bucket("bench-history")
         setup = GcsStore(bucket, "hr")
         for e in range(args.engines):

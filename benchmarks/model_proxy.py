@@ -1,6 +1,6 @@
 """Cost of the model proxy and of the guard hook, one labelled number per line.
 
-    python benchmarks/model_proxy.py [--requests N] [--turns N] [--smoke]
+    python -m benchmarks model_proxy [--requests N] [--turns N] [--smoke]
 
 - proxy_request_direct_p50_ms / _p95_ms: a streamed Messages request straight to the scripted model;
 - proxy_request_proxied_p50_ms / _p95_ms: the same through the model proxy (token check, key swap,
@@ -22,59 +22,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks._cli import guard_hook_times
+from benchmarks._common import (
+    claude_spec,
+    local_engine,
+    messages_request,
+    model_proxy,
+    model_secrets,
+    percentile,
+    timed_turns,
+)
+from harness_run import SecurityPolicy
+from harness_run.security import ModelProxy
+from harness_run.testing import Rule, ScriptedModel, shell, text
 
-from harness_run import AgentSpec, SecurityPolicy, local  # noqa: E402
-from harness_run.harness._policy import guard_command  # noqa: E402
-from harness_run.security import ModelProxy  # noqa: E402
-from harness_run.testing import Rule, ScriptedModel, shell, text  # noqa: E402
-
-BODY = {
-    "model": "claude-sonnet-4-6",
-    "max_tokens": 100,
-    "stream": True,
-    "messages": [{"role": "user", "content": "hi"}],
-}
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _request(base: str, key: str) -> float:
-    start = time.perf_counter()
-    request = urllib.request.Request(
-        f"{base}/v1/messages",
-        data=json.dumps(BODY).encode(),
-        headers={"x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        answer.read()
-    return (time.perf_counter() - start) * 1000
+GUARDED = "ls -la && git status"
+"""The tool call the guard judges: a Bash command that its policy (``git push*`` denied) allows."""
 
 
 async def _requests(model: ScriptedModel, n: int) -> tuple[list[float], list[float]]:
     proxy = ModelProxy()
-    env = proxy.substitute("claude-code", {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"})
+    env = proxy.substitute("claude-code", model_secrets(model.url))
     await proxy.start()
     direct: list[float] = []
     proxied: list[float] = []
     try:
         for _ in range(n):  # alternate, so load on the machine hits both alike
-            direct.append(await asyncio.to_thread(_request, model.url, "sk-bench"))
+            direct.append(await asyncio.to_thread(messages_request, model.url))
             proxied.append(
-                await asyncio.to_thread(_request, env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"])
+                await asyncio.to_thread(messages_request, env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"])
             )
     finally:
         await proxy.aclose()
@@ -82,53 +61,20 @@ async def _requests(model: ScriptedModel, n: int) -> tuple[list[float], list[flo
 
 
 async def _turns(model: ScriptedModel, n: int) -> tuple[list[float], list[float]]:
-    workdir = Path(tempfile.mkdtemp(prefix="hr-bench-proxy-"))
-    spec = AgentSpec(name="bench-proxy", harness="claude-code", model="claude-sonnet-4-6")
-    secrets = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-bench"}
+    secrets = model_secrets(model.url)
     off: list[float] = []
     on: list[float] = []
-    engine = local.deploy(spec, workdir=workdir)
+    engine = local_engine(claude_spec("bench-proxy"), "hr-bench-proxy-")
     try:
         for i in range(n + 1):
             for proxied, samples in ((False, off), (True, on)):
-                os.environ["HARNESS_RUN_MODEL_PROXY"] = "1" if proxied else "0"
-                start = time.perf_counter()
-                result = await engine.start_session().run("go", secrets=secrets)
-                took = (time.perf_counter() - start) * 1000
-                assert not result.is_error, result.error
+                with model_proxy(proxied):
+                    took = await timed_turns(engine.start_session(), secrets, "go") * 1000
                 if i:  # the first round warms caches (and imports aiohttp once)
                     samples.append(took)
     finally:
-        os.environ.pop("HARNESS_RUN_MODEL_PROXY", None)
         engine.close()
     return off, on
-
-
-async def _guard(n: int) -> tuple[list[float], list[float]]:
-    from harness_run.security import GuardBroker
-
-    policy = SecurityPolicy(denied_bash_patterns=["git push*"])
-    broker = GuardBroker()
-    env = broker.substitute(policy, {})
-    await broker.start()
-    commands = (guard_command(policy, env=env), guard_command(policy))
-    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}}).encode()
-    served: list[float] = []
-    script: list[float] = []
-    try:
-        for _ in range(n):
-            for command, samples in zip(commands, (served, script), strict=True):
-                assert command is not None
-                start = time.perf_counter()
-                proc = await asyncio.create_subprocess_exec(
-                    "/bin/sh", "-c", command, stdin=subprocess.PIPE, stderr=subprocess.PIPE
-                )
-                _, err = await proc.communicate(call)
-                samples.append((time.perf_counter() - start) * 1000)
-                assert proc.returncode == 0, err
-    finally:
-        await broker.aclose()
-    return served, script
 
 
 async def _guard_http(n: int) -> list[float]:
@@ -142,7 +88,7 @@ async def _guard_http(n: int) -> list[float]:
     proxy = ModelProxy()
     url = proxy.guard_route(broker.http_verdict, env["HARNESS_RUN_GUARD_TOKEN"])
     await proxy.start()
-    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la && git status"}}).encode()
+    call = json.dumps({"tool_name": "Bash", "tool_input": {"command": GUARDED}}).encode()
     path = url.split(str(proxy.port), 1)[1]
 
     def post_all() -> list[float]:
@@ -181,10 +127,10 @@ async def main() -> None:
     ) as model:
         direct, proxied = await _requests(model, requests)
     for label, samples in (("direct", direct), ("proxied", proxied)):
-        print(f"proxy_request_{label}_p50_ms {_pct(samples, 0.5):.2f}")
-        print(f"proxy_request_{label}_p95_ms {_pct(samples, 0.95):.2f}")
-    print(f"proxy_added_p50_ms {_pct(proxied, 0.5) - _pct(direct, 0.5):.2f}")
-    print(f"proxy_added_p95_ms {_pct(proxied, 0.95) - _pct(direct, 0.95):.2f}")
+        print(f"proxy_request_{label}_p50_ms {percentile(samples, 0.5):.2f}")
+        print(f"proxy_request_{label}_p95_ms {percentile(samples, 0.95):.2f}")
+    print(f"proxy_added_p50_ms {percentile(proxied, 0.5) - percentile(direct, 0.5):.2f}")
+    print(f"proxy_added_p95_ms {percentile(proxied, 0.95) - percentile(direct, 0.95):.2f}")
     with ScriptedModel(
         [Rule(reply=shell("echo bench")), Rule(reply=text("done"), tool_result=True)]
     ) as model:
@@ -192,14 +138,16 @@ async def main() -> None:
     print(f"proxy_turn_off_ms {statistics.median(off):.0f}")
     print(f"proxy_turn_on_ms {statistics.median(on):.0f}")
     print(f"proxy_turn_ratio {statistics.median(on) / statistics.median(off):.3f}")
-    served, script = await _guard(guards)
-    print(f"guard_hook_p50_ms {_pct(served, 0.5):.1f}")
-    print(f"guard_hook_p95_ms {_pct(served, 0.95):.1f}")
-    print(f"guard_script_p50_ms {_pct(script, 0.5):.1f}")
-    print(f"guard_script_p95_ms {_pct(script, 0.95):.1f}")
+    served, script = await guard_hook_times(
+        SecurityPolicy(denied_bash_patterns=["git push*"]), GUARDED, guards
+    )
+    print(f"guard_hook_p50_ms {percentile(served, 0.5):.1f}")
+    print(f"guard_hook_p95_ms {percentile(served, 0.95):.1f}")
+    print(f"guard_script_p50_ms {percentile(script, 0.5):.1f}")
+    print(f"guard_script_p95_ms {percentile(script, 0.95):.1f}")
     http_hook = await _guard_http(guards)
-    print(f"guard_http_p50_ms {_pct(http_hook, 0.5):.2f}")
-    print(f"guard_http_p95_ms {_pct(http_hook, 0.95):.2f}")
+    print(f"guard_http_p50_ms {percentile(http_hook, 0.5):.2f}")
+    print(f"guard_http_p95_ms {percentile(http_hook, 0.95):.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Provider hops: what each sandbox provider's round trips cost, side by side in one run — E2B and
-Daytona on their API doubles, Agent Sandbox on the test cluster, docker on our dockerd.
+"""Provider hops: what each sandbox provider's round trips cost, side by side in one run.
+
+E2B and Daytona on their API doubles, Agent Sandbox on the test cluster, docker on our dockerd.
 
 Each provider deploys the same Claude Code spec (the scripted model on 127.0.0.1) and runs, per
 round, in a fresh session:
@@ -22,7 +23,7 @@ The E2B and Daytona figures include their doubles' hops (a REST API and a revers
 each worker), so the difference to docker is the price of those hops plus each vendor's protocol.
 Needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY, the base image and PIP_CERT (as the docker tests).
 
-    python benchmarks/provider_hops.py [--rounds 5] [--providers e2b,daytona,agent-sandbox,docker]
+    python -m benchmarks provider_hops [--rounds 5] [--providers e2b,daytona,agent-sandbox,docker]
 """
 
 from __future__ import annotations
@@ -31,17 +32,21 @@ import argparse
 import asyncio
 import contextlib
 import os
-import statistics
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the doubles, the cluster
-from _common import KEY, MODEL, scratch, scripted_model
+from benchmarks._common import MODEL, median, model_secrets, percentile, scratch, scripted_model, testkit
+from benchmarks._services import (
+    bench_labels,
+    docker_env,
+    fake_gcs,
+    gcs_store,
+    sandbox_cluster,
+    sandbox_deploy,
+    wait_pool,
+)
 
 Deploy = Callable[[], Awaitable[Any]]
 HOPS = ("claim -> first event", "idle -> back -> first event", "no-op redeploy")
@@ -55,8 +60,8 @@ PROVIDERS = ("e2b", "daytona", "agent-sandbox", "docker")
 
 
 def p50_p95(values: list[float]) -> tuple[float, float]:
-    ms = sorted(v * 1000 for v in values)
-    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    ms = [v * 1000 for v in values]
+    return median(ms), percentile(ms, 0.95)
 
 
 async def first_event(session: Any, prompt: str, secrets: dict[str, str]) -> float:
@@ -94,7 +99,7 @@ async def idle(engine: Any, session_id: str) -> None:
 async def measure(
     deploy: Deploy, url: str, rounds: int, before_claim: Callable[[Any], Awaitable[None]] | None = None
 ) -> dict[str, list[float]]:
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": KEY}
+    secrets = model_secrets(url)
     engine = await deploy()
     out: dict[str, list[float]] = {hop: [] for hop in HOPS}
     try:
@@ -137,27 +142,18 @@ class Bench:
     """The shared parts: docker, the base image, the CA, labels to clean up, a fake GCS store."""
 
     def __init__(self, stack: contextlib.ExitStack) -> None:
-        import docker
-
         from harness_run import AgentSpec
-        from harness_run.testing import FakeGcsServer
 
-        self.ca = os.environ.get("PIP_CERT", "")
-        self.registry = os.environ.get("HARNESS_RUN_TEST_REGISTRY", "")
-        if not os.environ.get("DOCKER_HOST") or not self.ca or not self.registry:
-            raise SystemExit(
-                'needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY and PIP_CERT: eval "$(scripts/services env)"'
-            )
-        self.base_image = os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie")
+        self.docker = docker_env(ca=True, registry=True)
+        self.client = self.docker.client
+        self.ca, self.base_image, self.registry = self.docker.ca, self.docker.base_image, self.docker.registry
         self.spec = AgentSpec(name="bench-hops", harness="claude-code", model=MODEL, checkpoint=True)
-        self.client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=600)
-        self.labels = {"org.harness-run.bench": uuid.uuid4().hex[:12]}
+        self.labels = bench_labels()
         stack.callback(self.cleanup)
-        self.gcs = stack.enter_context(FakeGcsServer())
-        os.environ.update(self.gcs.env)
+        self.gcs = stack.enter_context(fake_gcs())
 
     def store(self) -> str:
-        return f"gs://{self.gcs.create_bucket('hr-bench-' + uuid.uuid4().hex[:8])}/hr"
+        return gcs_store(self.gcs)
 
     def cleanup(self) -> None:
         mine = {"label": f"org.harness-run.bench={self.labels['org.harness-run.bench']}"}
@@ -167,7 +163,7 @@ class Bench:
 
 @contextlib.contextmanager
 def e2b(bench: Bench) -> Generator[tuple[Deploy, Any]]:
-    from testkit.e2b_double import E2BDouble
+    E2BDouble = testkit("e2b_double").E2BDouble
 
     from harness_run.runtime.e2b import deploy_e2b
     from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
@@ -190,7 +186,7 @@ def e2b(bench: Bench) -> Generator[tuple[Deploy, Any]]:
 
 @contextlib.contextmanager
 def daytona(bench: Bench) -> Generator[tuple[Deploy, Any]]:
-    from testkit.daytona_double import DaytonaDouble
+    DaytonaDouble = testkit("daytona_double").DaytonaDouble
 
     from harness_run.runtime.container import share_store
     from harness_run.runtime.daytona import deploy_daytona
@@ -224,45 +220,27 @@ def daytona(bench: Bench) -> Generator[tuple[Deploy, Any]]:
 
 @contextlib.contextmanager
 def agent_sandbox(bench: Bench) -> Generator[tuple[Deploy, Any]]:
-    from testkit.cluster import ClusterEmulator, SandboxController
-    from warm_pool import wait_pool
-
     from harness_run import sandbox
 
-    with ClusterEmulator() as cluster:
-        controller = SandboxController(
-            cluster, bench.client, extra_env=dict(bench.gcs.env), labels=bench.labels
-        )
+    with sandbox_cluster(bench.docker, bench.gcs, bench.labels) as cluster:
         store = bench.store()
-        try:
 
-            async def deploy() -> Any:
-                return await asyncio.to_thread(
-                    sandbox.deploy,
-                    bench.spec,
-                    project="bench-project",
-                    location="us-central1",
-                    warm_pool=1,
-                    cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
-                    image=sandbox.ImageOptions(
-                        base_image=bench.base_image,
-                        ca_files=[bench.ca],
-                        build_network="host",
-                        registry=f"{bench.registry}/hr-bench",
-                    ),
-                    pods=sandbox.PodOptions(runtime_class=None),
-                    claims=sandbox.ClaimOptions(idle_ttl=3600.0),
-                    store=store,
-                    docker_client=bench.client,
-                    progress=False,
-                )
+        async def deploy() -> Any:
+            return await asyncio.to_thread(
+                sandbox_deploy,
+                bench.spec,
+                cluster,
+                bench.docker,
+                store,
+                sandbox.ClaimOptions(idle_ttl=3600.0),
+                warm_pool=1,
+                progress=False,
+            )
 
-            async def pool_ready(engine: Any) -> None:  # each claim comes from a Ready warm pool
-                await asyncio.to_thread(wait_pool, engine.kube, engine.pool, 1)
+        async def pool_ready(engine: Any) -> None:  # each claim comes from a Ready warm pool
+            await asyncio.to_thread(wait_pool, engine.kube, engine.pool, 1)
 
-            yield deploy, pool_ready
-        finally:
-            controller.stop()
+        yield deploy, pool_ready
 
 
 @contextlib.contextmanager
@@ -270,20 +248,10 @@ def docker_provider(bench: Bench) -> Generator[tuple[Deploy, Any]]:
     from harness_run import local
 
     workdir = scratch("hops-")
+    options = bench.docker.engine_options(idle_ttl=3600, labels=bench.labels)
 
     async def deploy() -> Any:
-        return await asyncio.to_thread(
-            local.deploy,
-            bench.spec,
-            workdir=workdir,
-            isolation="container",
-            base_image=bench.base_image,
-            docker_client=bench.client,
-            ca_files=[bench.ca],
-            network_mode="host",
-            idle_ttl=3600,
-            labels=bench.labels,
-        )
+        return await asyncio.to_thread(local.deploy, bench.spec, workdir=workdir, **options)
 
     yield deploy, None
 

@@ -1,6 +1,6 @@
 """Cost of redacting secrets in events, one labelled number per line.
 
-    python benchmarks/redaction.py [--runs N]
+    python -m benchmarks redaction [--runs N]
 
 - redact_message_us / redact_tool_use_us: ``redact_event`` of a message (2 KB of text) and of a
   tool call with nested input, with 6 secret forms, when a secret occurs (median µs per event);
@@ -21,26 +21,12 @@ import json
 import shutil
 import sqlite3
 import statistics
-import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from harness_run.events import MessageEvent, ToolUseEvent  # noqa: E402
-from harness_run.security import redact_event, redact_text, redact_tree, secret_forms  # noqa: E402
-
-
-def _median_us(work: Callable[[], object], runs: int) -> float:
-    samples: list[float] = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        work()
-        samples.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(samples)
+from benchmarks._common import median_call, scratch
+from harness_run.events import MessageEvent, ToolUseEvent
+from harness_run.security import redact_event, redact_text, redact_tree, secret_forms
 
 
 def _json_text(event: MessageEvent, forms: list[str]) -> MessageEvent:
@@ -82,7 +68,7 @@ def _home_ms(runs: int) -> tuple[float, float]:
     dirty: list[float] = []
     clean: list[float] = []
     for _ in range(max(1, runs // 200)):
-        root = Path(tempfile.mkdtemp(prefix="hr-bench-home-"))
+        root = scratch("hr-bench-home-")
         try:
             _home(root, secret)
             t = time.perf_counter()
@@ -109,12 +95,12 @@ def main() -> None:
         name="Bash",
         input={"command": "echo sk-canary-0123456789abcdef", "opts": {"n": 1, "x": [body]}},
     )
-    print(f"redact_message_us {_median_us(lambda: redact_event(message, forms), runs):.1f}")
-    print(f"redact_tool_use_us {_median_us(lambda: redact_event(tool, forms), runs):.1f}")
-    print(f"redact_clean_us {_median_us(lambda: redact_event(clean, forms), runs):.1f}")
-    print(f"json_text_message_us {_median_us(lambda: _json_text(message, forms), runs):.1f}")
+    print(f"redact_message_us {median_call(lambda: redact_event(message, forms), runs, 1e6):.1f}")
+    print(f"redact_tool_use_us {median_call(lambda: redact_event(tool, forms), runs, 1e6):.1f}")
+    print(f"redact_clean_us {median_call(lambda: redact_event(clean, forms), runs, 1e6):.1f}")
+    print(f"json_text_message_us {median_call(lambda: _json_text(message, forms), runs, 1e6):.1f}")
     short = body + " the value is false, " + body
-    print(f"redact_text_short_us {_median_us(lambda: redact_text(short, forms), runs):.1f}")
+    print(f"redact_text_short_us {median_call(lambda: redact_text(short, forms), runs, 1e6):.1f}")
     dirty, clean_ms = _home_ms(runs)
     print(f"home_dirty_ms {dirty:.1f}")
     print(f"home_clean_ms {clean_ms:.1f}")

@@ -1,6 +1,6 @@
 """``harness-run serve deploy`` and the server on a GCS store: one labelled number per line.
 
-    python benchmarks/server_deploy.py [--runs N] [--smoke]
+    python -m benchmarks server_deploy [--runs N] [--smoke]
 
 - compile_server_ms: median ``compile_server(specs=[spec])`` (the server image's context + digest).
 - import_run_v2_ms: ``from google.cloud import run_v2`` in a fresh interpreter (paid by ``serve deploy``).
@@ -17,35 +17,10 @@ The Docker build/push part of a deploy is measured by tests/server/test_deploy_i
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # testkit
-
-
-def _median_ms(fn: Callable[[], object], runs: int) -> float:
-    samples: list[float] = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
-def _import_ms(statement: str, runs: int) -> float:
-    code = f"import time; t = time.perf_counter(); {statement}; print((time.perf_counter() - t) * 1000)"
-    samples = [
-        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-        for _ in range(runs)
-    ]
-    return statistics.median(samples)
+from benchmarks._common import claude_spec, import_ms, median_call, scratch, testkit
+from benchmarks._services import fake_gcs
 
 
 def main() -> None:
@@ -57,19 +32,17 @@ def main() -> None:
     args = parser.parse_args()
     runs = 3 if args.smoke else args.runs
 
-    from testkit.cloudrun import CloudRunStandIn
+    CloudRunStandIn = testkit("cloudrun").CloudRunStandIn
 
-    from harness_run import AgentSpec
     from harness_run.compiler import compile_server
     from harness_run.server import CachedKeys, ServiceSettings, check_key, create_key, key_store, run_client
     from harness_run.server._cloudrun import apply_service
     from harness_run.store import SqliteStore, open_store
-    from harness_run.testing import FakeGcsServer
 
-    spec = AgentSpec(name="bench", harness="claude-code", model="claude-sonnet-4-6")
+    spec = claude_spec()
     compile_server(specs=[spec])  # templates and library files read once
-    print(f"compile_server_ms {_median_ms(lambda: compile_server(specs=[spec]), runs):.1f}")
-    print(f"import_run_v2_ms {_import_ms('from google.cloud import run_v2', min(runs, 5)):.1f}")
+    print(f"compile_server_ms {median_call(lambda: compile_server(specs=[spec]), runs):.1f}")
+    print(f"import_run_v2_ms {import_ms('from google.cloud import run_v2', min(runs, 5)):.1f}")
 
     settings = ServiceSettings(
         project="bench-project",
@@ -84,29 +57,25 @@ def main() -> None:
         start = time.perf_counter()
         apply_service(client, settings, step=lambda _n, _d: None)
         print(f"cloudrun_create_ms {(time.perf_counter() - start) * 1000:.1f}")
-        noop = _median_ms(lambda: apply_service(client, settings, step=lambda _n, _d: None), runs)
+        noop = median_call(lambda: apply_service(client, settings, step=lambda _n, _d: None), runs)
         print(f"cloudrun_noop_ms {noop:.1f}")
 
-    with FakeGcsServer() as gcs:
-        import os
-
-        os.environ.update(gcs.env)
+    with fake_gcs() as gcs:
         bucket = gcs.create_bucket("bench-keys")
         store = open_store(f"gs://{bucket}/hr")
         keys = key_store(store)
         _, key = create_key(keys, "bench")
         header = f"Bearer {key}"
-        print(f"key_check_gcs_ms {_median_ms(lambda: check_key(keys, header), runs):.2f}")
+        print(f"key_check_gcs_ms {median_call(lambda: check_key(keys, header), runs):.2f}")
         cached = CachedKeys(keys, ttl=5.0)
         check_key(cached, header)
-        print(f"key_check_gcs_cached_ms {_median_ms(lambda: check_key(cached, header), runs):.3f}")
+        print(f"key_check_gcs_cached_ms {median_call(lambda: check_key(cached, header), runs):.3f}")
         store.close()
-    with tempfile.TemporaryDirectory() as tmp:
-        local = SqliteStore(Path(tmp))
-        _, key = create_key(key_store(local), "bench")
-        header = f"Bearer {key}"
-        print(f"key_check_sqlite_ms {_median_ms(lambda: check_key(key_store(local), header), runs):.3f}")
-        local.close()
+    local = SqliteStore(scratch("keys-"))
+    _, key = create_key(key_store(local), "bench")
+    header = f"Bearer {key}"
+    print(f"key_check_sqlite_ms {median_call(lambda: check_key(key_store(local), header), runs):.3f}")
+    local.close()
 
 
 if __name__ == "__main__":

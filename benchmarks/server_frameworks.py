@@ -7,7 +7,7 @@ OpenAPI support are facts about each framework, printed alongside.
 The candidates are measured in a throwaway virtualenv, not the project's::
 
     uv venv /tmp/fwbench && VIRTUAL_ENV=/tmp/fwbench uv pip install aiohttp starlette fastapi uvicorn
-    python benchmarks/server_frameworks.py --python /tmp/fwbench/bin/python [--runs 7]
+    python -m benchmarks server_frameworks --python /tmp/fwbench/bin/python [--runs 7]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 Reported: failures, lost/duplicated events, wall time, and the server's peak RSS and CPU seconds
 (from /proc of the server process). ``--smoke`` runs tiny numbers (tests/test_benchmarks.py).
 
-    python benchmarks/server_load.py [--subscribers 200] [--sessions 64] [--turns 10] [--smoke]
+    python -m benchmarks server_load [--subscribers 200] [--sessions 64] [--turns 10] [--smoke]
 """
 
 from __future__ import annotations
@@ -21,33 +21,11 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, scratch, scripted_model
-from server import make_key, start_server, stop_server
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_stats(pid: int) -> tuple[float, float, float]:
-    """(CPU seconds so far, RSS MB now, peak RSS MB) of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / _TICK
-    status = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-    )
-    rss = int(status["VmRSS"].split()[0]) / 1024
-    peak = int(status["VmHWM"].split()[0]) / 1024
-    return cpu, rss, peak
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+from benchmarks._common import claude_spec, model_secrets, percentile, scratch, scripted_model
+from benchmarks._services import make_key, proc_stats, start_server, stop_server
 
 
 async def read_sse(response: Any, until_result: bool = True) -> list[tuple[str, dict[str, Any], float]]:
@@ -80,7 +58,7 @@ class Client:
 
         self.url = url
         self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-        self.secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench"}
+        self.secrets = model_secrets(model_url)
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=600)
         )
@@ -229,11 +207,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.subscribers, args.sessions, args.turns = 5, 2, 1
-    from harness_run import AgentSpec
-
     store = scratch("server-load-")
     spec_file = store / "agent.yaml"
-    spec_file.write_text(AgentSpec(name="bench", harness="claude-code", model=MODEL).to_yaml())
+    spec_file.write_text(claude_spec().to_yaml())
     key = make_key(store)
     os.environ.pop("ANTHROPIC_API_KEY", None)
     with scripted_model() as model_url:

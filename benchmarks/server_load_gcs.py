@@ -14,7 +14,7 @@ trip) to every store request, so a store call on the event loop would show. Agai
    turn in this process (a local engine on the same store, through the same relay), alternating;
    reported as medians and their ratio (same run).
 
-    python benchmarks/server_load_gcs.py [--sessions 32] [--subscribers 200] [--rounds 2] [--smoke]
+    python -m benchmarks server_load_gcs [--sessions 32] [--subscribers 200] [--rounds 2] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,24 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY, MODEL, scratch, scripted_model
+from benchmarks._common import PROMPT, claude_spec, model_secrets, percentile, scratch, scripted_model
+from benchmarks._services import fake_gcs, proc_stats, start_server, stop_server
 
 SECRET = "bench-server-secret-" + "s" * 32
-PROMPT = "write out.txt"
 PER_KEY = 25  # subscribers per key (each on its key's own session): under the default caps (32, 64)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
 class Relay:
@@ -116,7 +103,7 @@ class Client:
         import aiohttp
 
         self.url = url
-        self.secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": KEY}
+        self.secrets = model_secrets(model_url)
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=900)
         )
@@ -168,7 +155,6 @@ async def drain(response: Any) -> None:
 async def bench(
     url: str, pid: int, store_url: str, model_url: str, keys: list[str], args: argparse.Namespace
 ) -> None:
-    from harness_run import AgentSpec
     from harness_run.runtime.local import LocalEngine
     from harness_run.store import open_store
 
@@ -181,7 +167,7 @@ async def bench(
         if not args.smoke:  # a stored turn for the subscribers to replay
             assert all(await asyncio.gather(*(client.turn(k, s[0]) for k, s in owned.items())))
         await asyncio.sleep(2)
-        rss0 = rss_mb(pid)
+        rss0 = proc_stats(pid)[1]
         order = list(owned.items())
         streams = await asyncio.gather(
             *(
@@ -191,7 +177,7 @@ async def bench(
         )
         readers = [asyncio.ensure_future(drain(r)) for r in streams]
         await asyncio.sleep(3)  # replayed, then idle
-        rss1 = rss_mb(pid)
+        rss1 = proc_stats(pid)[1]
         per = (rss1 - rss0) * 1024 / max(1, args.subscribers)
         print(
             f"idle subscribers: {args.subscribers}, server RSS {rss0:.1f} -> {rss1:.1f} MB, {per:.1f} KB each"
@@ -222,8 +208,7 @@ async def bench(
         )
 
         # the same turn through the server and in this process, alternating
-        spec = AgentSpec(name="bench", harness="claude-code", model=MODEL)
-        engine = LocalEngine(spec, workdir=scratch("local-"), store=open_store(store_url))
+        engine = LocalEngine(claude_spec(), workdir=scratch("local-"), store=open_store(store_url))
         server_times: list[float] = []
         local_times: list[float] = []
         sid = await client.new_session(keys[0])
@@ -268,12 +253,11 @@ def main() -> None:
         args.sessions, args.subscribers, args.rounds, args.ratio_turns = 2, 10, 1, 1
     from harness_run.server import create_key, key_store
     from harness_run.store import open_store
-    from harness_run.testing._gcs import FakeGcsServer
 
     os.environ["HARNESS_RUN_SERVER_SECRET"] = SECRET
     os.environ.pop("ANTHROPIC_API_KEY", None)
     home = scratch("home-")
-    with FakeGcsServer() as gcs:
+    with fake_gcs() as gcs:
         bucket = gcs.create_bucket("bench")
         relay = Relay(gcs.port, args.delay)
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{relay.port}"
@@ -284,33 +268,16 @@ def main() -> None:
             for k in range(max(1, -(-args.subscribers // PER_KEY)))
         ]
         spec_file = home / "agent.yaml"
-        from harness_run import AgentSpec
-
-        spec_file.write_text(AgentSpec(name="bench", harness="claude-code", model=MODEL).to_yaml())
+        spec_file.write_text(claude_spec().to_yaml())
         with scripted_model() as model_url:
-            serve = [
-                sys.executable,
-                "-m",
-                "harness_run",
-                "serve",
-                "--store",
-                store_url,
-                "--spec",
-                str(spec_file),
-            ]
-            serve += ["--port", "0", "--agent-uids", "off", "--allow-endpoints", "--allow-private-endpoints"]
             env = {**os.environ, "HARNESS_RUN_HOME": str(home)}
             log = args.server_log.open("w") if args.server_log else subprocess.DEVNULL
-            proc = subprocess.Popen(serve, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert "http://" in line, f"serve did not start: {line!r}"
-            url = line.split()[-1]
+            options = ("--agent-uids", "off", "--allow-private-endpoints")
+            proc, url, _ = start_server(store_url, spec_file, *options, env=env, stderr=log)
             try:
                 asyncio.run(bench(url, proc.pid, store_url, model_url, keys, args))
             finally:
-                proc.terminate()
-                proc.wait(30)
+                stop_server(proc)
 
 
 if __name__ == "__main__":

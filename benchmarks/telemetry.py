@@ -7,7 +7,7 @@
    with the SDK (an in-memory exporter, SimpleSpanProcessor): medians and their ratio;
 3. the modules a fresh ``import harness_run, harness_run.local`` loads (no ``opentelemetry``).
 
-    python benchmarks/telemetry.py [--rounds N] [--loops N] [--smoke]
+    python -m benchmarks telemetry [--rounds N] [--loops N] [--smoke]
 """
 
 from __future__ import annotations
@@ -18,14 +18,20 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, median, report, scratch, scripted_model
+from benchmarks._common import (
+    claude_spec,
+    local_engine,
+    model_secrets,
+    ratio,
+    report,
+    scripted_model,
+    timed_turns,
+)
 
 
 def one_turn_of_spans() -> None:
-    from harness_run.vocab import telemetry
+    from harness_run import telemetry
 
     turn = telemetry.start_span("harness_run.turn", engine="e", session="s", turn=1, harness="h", model="m")
     with turn.current():
@@ -63,18 +69,13 @@ def install_sdk() -> None:
 
 
 async def turns(model_url: str, rounds: int) -> list[float]:
-    from harness_run import AgentSpec, local
-
-    engine = local.deploy(AgentSpec(name="bench-otel", harness="claude-code", model=MODEL), workdir=scratch())
-    secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench"}
+    engine = local_engine(claude_spec("bench-otel"), "d-")
+    secrets = model_secrets(model_url)
     times: list[float] = []
     for i in range(rounds + 1):
-        session = engine.start_session()
-        started = time.perf_counter()
-        result = await session.run("write out.txt", secrets=secrets)
-        assert not result.is_error, result.error
+        took = await timed_turns(engine.start_session(), secrets)
         if i:
-            times.append(time.perf_counter() - started)
+            times.append(took)
     await engine.aclose()
     return times
 
@@ -101,7 +102,7 @@ def main() -> None:
     print(f"one turn's instrumentation, SDK + in-memory exporter: {on:.1f} us")
     report("turn, tracing off", off_turns)
     report("turn, tracing on", on_turns)
-    print(f"ratio on / off: {median(on_turns) / median(off_turns):.3f}")
+    ratio("ratio on / off", on_turns, off_turns)
 
 
 if __name__ == "__main__":

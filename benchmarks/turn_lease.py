@@ -1,6 +1,6 @@
 """What exclusive turns cost per turn, and how fast a dead client's turn is cleaned up.
 
-python benchmarks/turn_lease.py [--rounds 50]
+    python -m benchmarks turn_lease [--rounds 50]
 
 - reserve + renew + read a turn lease on the local SQLite store (per turn: one reserve, one renew
   every 2 s, one read when a session is re-attached or sent to);
@@ -24,8 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import scratch
+from benchmarks._common import scratch
 
 CLIENT = """
 import asyncio, sys

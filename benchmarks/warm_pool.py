@@ -15,37 +15,32 @@ pool is back at its size. Prints p50/p95 of:
 and the wall time of a no-op redeploy (digest already in the registry: nothing built or pushed).
 Needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY, the base image and PIP_CERT (as the docker tests).
 
-    python benchmarks/warm_pool.py [--turns 20] [--cold-turns 20]
+    python -m benchmarks warm_pool [--turns 20] [--cold-turns 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import statistics
-import sys
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MODEL, scripted_model
-
-PROJECT, LOCATION = "bench-project", "us-central1"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
+from benchmarks._common import MODEL, median, model_secrets, percentile, scripted_model
+from benchmarks._services import (
+    bench_labels,
+    docker_env,
+    fake_gcs,
+    gcs_store,
+    sandbox_cluster,
+    sandbox_deploy,
+    wait_pool,
+)
 
 
 def show(label: str, values: list[float]) -> None:
     ms = [v * 1000 for v in values]
     print(
-        f"{label}: p50 {statistics.median(ms):.0f} ms  p95 {pct(ms, 0.95):.0f} ms  "
+        f"{label}: p50 {median(ms):.0f} ms  p95 {percentile(ms, 0.95):.0f} ms  "
         f"min {min(ms):.0f}  max {max(ms):.0f}  (n={len(ms)})"
     )
 
@@ -59,17 +54,8 @@ def report(m: dict[str, list[float]]) -> None:
     show("  turn inside the sandbox (worker's duration_s)", m["inside"])
 
 
-def wait_pool(kube: Any, pool: str, size: int, timeout: float = 120) -> None:
-    from harness_run.vocab import k8s
-
-    def ready(obj: dict[str, Any] | None) -> bool:
-        return int(((obj or {}).get("status") or {}).get("readyReplicas") or 0) >= size
-
-    kube.wait_for(k8s.SANDBOX_WARM_POOL, pool, ready, timeout)
-
-
 async def measure(engine: Any, url: str, turns: int, pool_size: int) -> dict[str, list[float]]:
-    secrets = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    secrets = model_secrets(url)
     out: dict[str, list[float]] = {
         k: [] for k in ("ready", "claim_first", "claim_result", "first", "result", "inside")
     }
@@ -106,73 +92,38 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=2, help="warm pool size")
     args = parser.parse_args()
 
-    import docker
-
     from harness_run import AgentSpec, sandbox
-    from harness_run.testing import FakeGcsServer
 
-    # the Kubernetes API emulator and test controller are test infrastructure (tests/testkit)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from testkit.cluster import ClusterEmulator, SandboxController
-
-    registry = os.environ.get("HARNESS_RUN_TEST_REGISTRY")
-    ca = os.environ.get("PIP_CERT")
-    if not registry or not os.environ.get("DOCKER_HOST") or not ca:
-        raise SystemExit(
-            'needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY and PIP_CERT: eval "$(scripts/services env)"'
-        )
-    base_image = os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie")
+    docker = docker_env(ca=True, registry=True)
     spec = AgentSpec(name="bench-pool", harness="claude-code", model=MODEL, checkpoint=True)
-    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=600)
-    labels = {"org.harness-run.bench": uuid.uuid4().hex[:12]}
-    with FakeGcsServer() as gcs, ClusterEmulator() as cluster, scripted_model() as url:
-        os.environ.update(gcs.env)
-        store = f"gs://{gcs.create_bucket('hr-bench-' + uuid.uuid4().hex[:8])}/hr"
-        controller = SandboxController(cluster, client, extra_env=dict(gcs.env), labels=labels)
-        try:
+    labels = bench_labels()
+    with fake_gcs() as gcs, sandbox_cluster(docker, gcs, labels) as cluster, scripted_model() as url:
+        store = gcs_store(gcs)
 
-            def deploy(warm: int, progress: bool = False) -> Any:
-                return sandbox.deploy(
-                    spec,
-                    project=PROJECT,
-                    location=LOCATION,
-                    warm_pool=warm,
-                    cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
-                    image=sandbox.ImageOptions(
-                        base_image=base_image,
-                        ca_files=[ca],
-                        build_network="host",
-                        registry=f"{registry}/hr-bench",
-                    ),
-                    pods=sandbox.PodOptions(runtime_class=None),
-                    claims=sandbox.ClaimOptions(idle_ttl=0.0),
-                    store=store,
-                    docker_client=client,
-                    progress=progress,
-                )
+        def deploy(warm: int, progress: bool = False) -> Any:
+            claims = sandbox.ClaimOptions(idle_ttl=0.0)
+            return sandbox_deploy(spec, cluster, docker, store, claims, warm_pool=warm, progress=progress)
 
+        start = time.perf_counter()
+        engine = deploy(args.pool, progress=True)
+        print(f"first deploy (build, push, apply, pool ready): {time.perf_counter() - start:.1f} s")
+        noop = []
+        for _ in range(5):
             start = time.perf_counter()
-            engine = deploy(args.pool, progress=True)
-            print(f"first deploy (build, push, apply, pool ready): {time.perf_counter() - start:.1f} s")
-            noop = []
-            for _ in range(5):
-                start = time.perf_counter()
-                deploy(args.pool)
-                noop.append(time.perf_counter() - start)
-            show("no-op redeploy wall time", noop)
+            deploy(args.pool)
+            noop.append(time.perf_counter() - start)
+        show("no-op redeploy wall time", noop)
 
-            # measure() closes the engine it is given: each measurement gets its own (a no-op redeploy)
-            asyncio.run(measure(engine, url, 2, args.pool))  # warm-up: image layers, page cache
-            warm = asyncio.run(measure(deploy(args.pool), url, args.turns, args.pool))
-            print(f"\nwarm (pool of {args.pool}), {args.turns} turns:")
-            report(warm)
+        # measure() closes the engine it is given: each measurement gets its own (a no-op redeploy)
+        asyncio.run(measure(engine, url, 2, args.pool))  # warm-up: image layers, page cache
+        warm = asyncio.run(measure(deploy(args.pool), url, args.turns, args.pool))
+        print(f"\nwarm (pool of {args.pool}), {args.turns} turns:")
+        report(warm)
 
-            engine = deploy(0)
-            cold = asyncio.run(measure(engine, url, args.cold_turns, 0))
-            print(f"\ncold (no pool), {args.cold_turns} turns:")
-            report(cold)
-        finally:
-            controller.stop()
+        engine = deploy(0)
+        cold = asyncio.run(measure(engine, url, args.cold_turns, 0))
+        print(f"\ncold (no pool), {args.cold_turns} turns:")
+        report(cold)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Branch pooling: starting a session on a (remote, branch) whose idle workspace is taken over, vs a
-fresh clone — the repository (``--files`` files, 2,000 by default) served by a real git smart-HTTP
+"""Branch pooling: a session's start on an idle workspace taken over, against a fresh clone.
+
+A session on a (remote, branch) whose idle workspace is taken over, vs a fresh clone — the repository (``--files`` files, 2,000 by default) served by a real git smart-HTTP
 server on 127.0.0.1 with token auth (``git http-backend``, as in the tests).
 
 Two measures, one labelled number per line, medians of ``--runs``:
@@ -19,7 +20,7 @@ controller, fake-gcs-server, the local registry: HARNESS_RUN_TEST_REGISTRY as we
 pooled session takes over the earlier session's sandbox and its checkout; the fresh one claims a
 warm sandbox and clones.
 
-    python benchmarks/workspace_pool.py [--files 2000] [--runs 3] [--smoke] [--container] [--sandbox]
+    python -m benchmarks workspace_pool [--files 2000] [--runs 3] [--smoke] [--container] [--sandbox]
 """
 
 from __future__ import annotations
@@ -27,37 +28,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import MODEL, scratch, scripted_model  # noqa: E402
-from testkit.git_http import GitHttpServer, make_bare_repo  # noqa: E402
-
-from harness_run import AgentSpec, RepoSource, local  # noqa: E402
-from harness_run.events import SetupEvent  # noqa: E402
-from harness_run.runtime.local import SessionPaths  # noqa: E402
-from harness_run.runtime.local._pool import pool_key, refresh_repo, take_idle_workspace  # noqa: E402
-from harness_run.runtime.local._workspace import _clone  # noqa: E402  # pyright: ignore[reportPrivateUsage]
-
-
-def _ms(start: float) -> float:
-    return (time.perf_counter() - start) * 1000
-
-
-def _files(count: int) -> dict[str, str]:
-    files = {f"pkg{i % 40}/mod{i}.py": f"VALUE = {i}\n" * 20 for i in range(count)}
-    return {**files, "README.md": "bench\n"}
+from benchmarks._common import MODEL, model_secrets, ms_since, repo_files, scratch, scripted_model, testkit
+from benchmarks._services import (
+    bench_labels,
+    docker_env,
+    fake_gcs,
+    gcs_store,
+    sandbox_cluster,
+    sandbox_deploy,
+)
+from harness_run import AgentSpec, RepoSource, local
+from harness_run.events import SetupEvent
+from harness_run.runtime.local import SessionPaths
+from harness_run.runtime.local._pool import pool_key, refresh_repo, take_idle_workspace
+from harness_run.runtime.local._workspace import _clone  # pyright: ignore[reportPrivateUsage]
 
 
 def workspace_step(url: str, token: str, runs: int) -> tuple[list[float], list[float]]:
@@ -74,7 +64,7 @@ def workspace_step(url: str, token: str, runs: int) -> tuple[list[float], list[f
         donor.create()
         start = time.perf_counter()
         _clone(repo, donor.workspace / repo.dir_name, secrets, branch)
-        clone.append(_ms(start))
+        clone.append(ms_since(start))
         donor.pool_key.write_text(pool_key(spec.name, spec, branch[0]) + "\n")
         taker = SessionPaths(workdir / "sessions" / str(uuid.uuid4()))
         start = time.perf_counter()
@@ -83,60 +73,20 @@ def workspace_step(url: str, token: str, runs: int) -> tuple[list[float], list[f
         if taken is None:
             raise SystemExit("the idle workspace was not taken over")
         refresh_repo(taker.workspace / repo.dir_name, repo, secrets, branch)
-        pooled.append(_ms(start))
+        pooled.append(ms_since(start))
         shutil.rmtree(taker.root)
     return clone, pooled
 
 
-def _container_options() -> dict[str, object]:
-    ca = os.environ.get("PIP_CERT")
-    if not os.environ.get("DOCKER_HOST") or not ca:
-        raise SystemExit("--container needs DOCKER_HOST and PIP_CERT (see TESTING.md, docker tests)")
-    return {
-        "isolation": "container",
-        "base_image": os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
-        "ca_files": [ca],
-        "network_mode": "host",
-        "idle_ttl": 600.0,
-    }
-
-
 def _sandbox_engine(spec: AgentSpec, stack: contextlib.ExitStack) -> Any:
     """``spec`` deployed on the test cluster (torn down with ``stack``), lending at once."""
-    import docker
-    from testkit.cluster import ClusterEmulator, SandboxController
-
     from harness_run import sandbox
-    from harness_run.testing import FakeGcsServer
 
-    registry, ca = os.environ.get("HARNESS_RUN_TEST_REGISTRY"), os.environ.get("PIP_CERT")
-    if not registry or not os.environ.get("DOCKER_HOST") or not ca:
-        raise SystemExit(
-            '--sandbox needs DOCKER_HOST, HARNESS_RUN_TEST_REGISTRY and PIP_CERT: eval "$(scripts/services env)"'
-        )
-    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=600)
-    gcs = stack.enter_context(FakeGcsServer())
-    os.environ.update(gcs.env)
-    cluster = stack.enter_context(ClusterEmulator())
-    labels = {"org.harness-run.bench": uuid.uuid4().hex[:12]}
-    controller = SandboxController(cluster, client, extra_env=dict(gcs.env), labels=labels)
-    stack.callback(controller.stop)
-    return sandbox.deploy(
-        spec,
-        project="bench-project",
-        location="us-central1",
-        cluster=sandbox.ClusterTarget(api_client=cluster.api_client()),
-        image=sandbox.ImageOptions(
-            base_image=os.environ.get("HARNESS_RUN_TEST_BASE_IMAGE", "harness-run/base:trixie"),
-            ca_files=[ca],
-            build_network="host",
-            registry=f"{registry}/hr-bench",
-        ),
-        pods=sandbox.PodOptions(runtime_class=None),
-        claims=sandbox.ClaimOptions(idle_ttl=600.0, pool_after=0.0),
-        store=f"gs://{gcs.create_bucket('hr-bench-' + uuid.uuid4().hex[:8])}/hr",
-        docker_client=client,
-    )
+    docker = docker_env("--sandbox", ca=True, registry=True)
+    gcs = stack.enter_context(fake_gcs())
+    cluster = stack.enter_context(sandbox_cluster(docker, gcs, bench_labels()))
+    claims = sandbox.ClaimOptions(idle_ttl=600.0, pool_after=0.0)
+    return sandbox_deploy(spec, cluster, docker, gcs_store(gcs), claims)
 
 
 async def first_turns(
@@ -150,7 +100,7 @@ async def first_turns(
         repos=[RepoSource.git(url, auth="T")],
         checkpoint=runtime == "sandbox",
     )
-    secrets = {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench", "T": token}
+    secrets = {**model_secrets(model_url), "T": token}
     out: dict[str, list[float]] = {
         k: [] for k in ("fresh_start", "fresh_turn", "pooled_start", "pooled_turn")
     }
@@ -158,7 +108,11 @@ async def first_turns(
         if runtime == "sandbox":
             engine = _sandbox_engine(spec, stack)
         else:
-            options = _container_options() if runtime == "container" else {}
+            options = (
+                docker_env("--container", ca=True).engine_options(idle_ttl=600.0)
+                if runtime == "container"
+                else {}
+            )
             engine = local.deploy(spec, workdir=scratch("turns-"), pool_after=0, **options)  # pyright: ignore[reportArgumentType]
         await _turns(engine, runs, secrets, out)
     return out
@@ -174,9 +128,9 @@ async def _turns(engine: Any, runs: int, secrets: dict[str, str], out: dict[str,
                 turn = session.run("go", secrets=secrets)
                 async for event in turn:
                     if event.type == "started" and started is None:
-                        started = _ms(start)
+                        started = ms_since(start)
                 result = await turn
-                total = _ms(start)
+                total = ms_since(start)
                 if result.is_error:
                     raise SystemExit(f"turn failed: {result.error}")
                 steps = [e.step for e in session.events() if isinstance(e, SetupEvent)]
@@ -200,8 +154,9 @@ def main() -> None:
     files, runs = (200, 1) if args.smoke else (args.files, args.runs)
     token = f"bench-{uuid.uuid4().hex[:12]}"
     served = scratch("srv-")
-    make_bare_repo(served, "app", _files(files))
-    with GitHttpServer(served, token) as server:
+    git_http = testkit("git_http")
+    git_http.make_bare_repo(served, "app", {**repo_files(files), "README.md": "bench\n"})
+    with git_http.GitHttpServer(served, token) as server:
         url = f"{server.url}/app.git"
         clone, pooled = workspace_step(url, token, runs)
         with scripted_model() as model_url:

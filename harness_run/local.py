@@ -18,7 +18,14 @@ from typing import Any, Literal
 from harness_run.errors import UsageError
 from harness_run.events import RunResult
 from harness_run.runtime import Engine
-from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, default_workdir, resolve_workdir
+from harness_run.runtime.local import (
+    DEFAULT_IDLE_TTL,
+    DEFAULT_MAX_IDLE,
+    DEFAULT_POOL_AFTER,
+    LocalEngine,
+    default_workdir,
+    resolve_workdir,
+)
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig
 from harness_run.store import SqliteStore
 
@@ -39,10 +46,12 @@ def deploy(
     docker_client: Any = None,
     network_mode: str = "host",
     ca_files: Sequence[str | Path] = (),
-    idle_ttl: float = 60.0,
+    idle_ttl: float | None = None,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     pool_after: float = DEFAULT_POOL_AFTER,
+    max_idle_processes: int = DEFAULT_MAX_IDLE,
+    warm_pool: int = 0,
 ) -> Engine:
     """An :class:`~harness_run.Engine` for ``spec`` on this machine (close it with ``async with``,
     ``with``, ``await engine.aclose()`` or ``engine.close()``).
@@ -60,6 +69,14 @@ def deploy(
     and the listed hosts through an egress proxy on this machine) and refused by
     ``isolation="process"`` with a :class:`~harness_run.UsageError` (it cannot be enforced there).
 
+    Warm harness processes (``isolation="process"``; docs/warm-processes.md): after a turn, the
+    session's harness process is kept ``idle_ttl`` seconds (default 30; 0: a process per turn) and
+    takes the session's next turn; at most ``max_idle_processes`` are kept (the least recently used
+    go first). ``warm_pool=N`` keeps N processes started for sessions to come: a session started
+    without an id or config takes one (``await engine.fill_pool()`` starts them and waits). Only
+    Claude Code is kept between turns; no secret value is ever in a kept process. For containers,
+    ``idle_ttl`` (default 60) is how long an idle session's container stays.
+
     ``pool_after``: a new session on a (remote, branch) takes over the workspace
     of an earlier session on it, instead of cloning, once that one has been idle this many seconds
     (and nothing in it would be lost); see docs/workspaces.md.
@@ -75,7 +92,7 @@ def deploy(
             docker_client_=docker_client,
             network_mode=network_mode,
             ca_files=ca_files,
-            idle_ttl=idle_ttl,
+            idle_ttl=60.0 if idle_ttl is None else idle_ttl,
             labels=labels,
             progress=progress,
             pool_after=pool_after,
@@ -89,6 +106,9 @@ def deploy(
         codex_binary=codex_binary,
         opencode_binary=opencode_binary,
         pool_after=pool_after,
+        idle_ttl=DEFAULT_IDLE_TTL if idle_ttl is None else idle_ttl,
+        max_idle_processes=max_idle_processes,
+        warm_pool=warm_pool,
     )
 
 
@@ -98,8 +118,9 @@ def get_engine(
     workdir: str | Path | None = None,
     version: str | None = None,
     docker_client: Any = None,
-    idle_ttl: float = 60.0,
+    idle_ttl: float | None = None,
     pool_after: float = DEFAULT_POOL_AFTER,
+    max_idle_processes: int = DEFAULT_MAX_IDLE,
 ) -> Engine:
     """The engine last deployed under ``name`` in ``workdir`` (e.g. from another process), or its
     ``version`` (a digest); in containers when that was deployed with ``isolation="container"`` (on
@@ -118,9 +139,19 @@ def get_engine(
         from harness_run.runtime.container import engine_for, share_store
 
         return engine_for(
-            record, share_store(root), client_of(docker_client), idle_ttl=idle_ttl, pool_after=pool_after
+            record,
+            share_store(root),
+            client_of(docker_client),
+            idle_ttl=60.0 if idle_ttl is None else idle_ttl,
+            pool_after=pool_after,
         )
-    return LocalEngine(AgentSpec.from_dict(record.spec), workdir=root, pool_after=pool_after)
+    return LocalEngine(
+        AgentSpec.from_dict(record.spec),
+        workdir=root,
+        pool_after=pool_after,
+        idle_ttl=DEFAULT_IDLE_TTL if idle_ttl is None else idle_ttl,
+        max_idle_processes=max_idle_processes,
+    )
 
 
 def run(
@@ -135,7 +166,7 @@ def run(
     """One turn from synchronous code: deploy, start a session, run, return the result."""
 
     async def _main() -> RunResult:
-        async with deploy(spec, workdir=workdir) as engine:
+        async with deploy(spec, workdir=workdir, idle_ttl=0) as engine:  # one turn: nothing to keep
             return await engine.start_session(session_config).run(prompt, secrets=secrets, config=config)
 
     try:

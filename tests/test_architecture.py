@@ -7,6 +7,7 @@ These run the same tools as ``make lint`` so that CI (which runs the test comman
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,42 @@ def test_no_module_over_600_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 600
     }
     assert not long, f"split these modules (cap ~600 lines): {long}"
+
+
+def test_spawn_first_imports_only_the_standard_library() -> None:
+    """``harness_run._launch`` is what a fresh ``harness-run run`` imports to spawn the harness before
+    asyncio or pydantic: importing it loads the standard library and itself, nothing else of
+    ``harness_run`` (beyond the root package) and no third-party module; its ``adopt`` (asyncio)
+    loads on first use."""
+    code = (
+        "import json, sys\n"
+        "start = set(sys.modules)\n"
+        "import harness_run\n"
+        "root = set(sys.modules)\n"
+        "import harness_run._launch\n"
+        "end = set(sys.modules)\n"
+        "print(json.dumps([sorted(root - start), sorted(end - root), sorted(sys.stdlib_module_names)]))\n"
+    )
+    proc = _run(sys.executable, "-c", code, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    by_root, by_launch, stdlib = json.loads(proc.stdout)
+    third_party = [m for m in by_root + by_launch if m.split(".")[0] not in {*stdlib, "harness_run"}]
+    assert not third_party
+    ours = [m for m in by_launch if m.split(".")[0] not in stdlib]
+    assert ours and all(m.split(".")[:2] == ["harness_run", "_launch"] for m in ours), ours
+    assert "asyncio" not in by_root + by_launch
+    # and what the root package loaded already: no module of the package imports it
+    for path in (PACKAGE / "_launch").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            others = [n for n in names if n.split(".")[0] not in sys.stdlib_module_names]
+            assert all(n.startswith("harness_run._launch") for n in others), f"{path.name} imports {others}"
 
 
 def test_test_infrastructure_is_not_in_the_package() -> None:

@@ -2,7 +2,7 @@
 before it imports asyncio or pydantic, and finishes its own start-up while the harness boots.
 
 Standard library only, and only its light modules. On a hit (an entry for this spec file, these
-flags and this library, see ``vocab/launch_cache.py``) :func:`prespawn` makes the new session's
+flags and this library, see ``harness_run._launch``) :func:`prespawn` makes the new session's
 directories, binds the model proxy's socket, fills in the session id, the prompt and fresh turn
 tokens, writes the config files, spawns the harness (its prompt on its stdin) and the reaper that
 ends it should this process die — with ``os.posix_spawn``, before the event loop exists. The command
@@ -23,17 +23,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness_run.vocab import launch_cache
-from harness_run.vocab.launch_cache import (
+from harness_run import _launch
+from harness_run._launch import (
     GUARD_SOCKET,
     GUARD_TOKEN,
     PROMPT,
     PROXY,
     SESSION,
     TURN_ENV,
+    LaunchEntry,
     RawChild,
     Resolved,
 )
+from harness_run.vocab.version import __version__
 from harness_run.vocab.workdir import default_workdir, resolve_workdir
 
 if TYPE_CHECKING:
@@ -79,7 +81,7 @@ class Early:
 
     async def adopt(self) -> None:
         """Hand the processes spawned before the event loop to it (call first thing in the loop)."""
-        from harness_run.runtime import adopt
+        from harness_run._launch import adopt
 
         raw, self.raw = self.raw, None
         raw_reaper, self.raw_reaper = self.raw_reaper, None
@@ -146,7 +148,7 @@ def prespawn(spec: str, prompt: str, workdir: Path | None, flags: Sequence[str])
     early = _lookup(spec, workdir, flags)
     if early is None:
         return None
-    entry = launch_cache.load(early.cache_file)
+    entry = _launch.load(early.cache_file)
     if entry is None:
         return early
     try:
@@ -186,11 +188,11 @@ def _lookup(spec: str, workdir: Path | None, flags: Sequence[str]) -> Early | No
         data = spec_file.read_bytes()
     except Exception:  # a bad path or workdir: the normal path says what is wrong with it
         return None
-    key = launch_cache.cache_key(spec_file, data, flags)
-    return Early(_uuid4(), launch_cache.entry_path(root, key))
+    key = _launch.cache_key(spec_file, data, flags, version=__version__)
+    return Early(_uuid4(), _launch.entry_path(root, key))
 
 
-def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool:
+def _prepare(early: Early, entry: LaunchEntry, prompt: str) -> bool:
     """The plan for this run (session id, prompt, proxy socket, tokens), its directories and files."""
     values = {SESSION: early.session_id, PROMPT: entry.prompt_value(prompt)}
     if entry.proxy:
@@ -199,7 +201,7 @@ def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool
         sock.listen(128)
         values[PROXY] = f"http://127.0.0.1:{sock.getsockname()[1]}"
     early.tokens = tuple("hrp-" + _urlsafe(24) for _ in range(entry.tokens))
-    values.update({launch_cache.token(i): t for i, t in enumerate(early.tokens)})
+    values.update({_launch.token(i): t for i, t in enumerate(early.tokens)})
     if entry.guard:  # what the guard broker makes: a private directory for its socket, a token
         folder = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"hr-guard-{os.urandom(6).hex()}")
         os.mkdir(folder, 0o700)
@@ -223,7 +225,7 @@ def _prepare(early: Early, entry: launch_cache.LaunchEntry, prompt: str) -> bool
     return True
 
 
-def _spawn(early: Early, entry: launch_cache.LaunchEntry) -> None:
+def _spawn(early: Early, entry: LaunchEntry) -> None:
     plan = early.plan
     assert plan is not None
     tag = os.urandom(16).hex()
@@ -231,7 +233,7 @@ def _spawn(early: Early, entry: launch_cache.LaunchEntry) -> None:
     if hasattr(time, "CLOCK_BOOTTIME") and hasattr(os, "sysconf"):
         ticks = os.sysconf("SC_CLK_TCK")
         early.since = int(time.clock_gettime(time.CLOCK_BOOTTIME) * ticks) - ticks
-    early.raw = raw = launch_cache.spawn_raw(
+    early.raw = raw = _launch.spawn_raw(
         plan.argv,
         cwd=plan.cwd,
         env={**plan.env, TURN_ENV: tag},
@@ -272,10 +274,10 @@ def _preload(module: str) -> None:
 def _reaper(pid: int, tag: str) -> RawChild | None:
     """The watchdog ``runtime/_process.start_reaper`` starts for a turn, started here already."""
     env = {k: v for k, v in os.environ.items() if k != TURN_ENV}
-    argv = launch_cache.reaper_argv(pid, tag)
+    argv = _launch.reaper_argv(pid, tag)
     if argv is None:
         return None
     try:
-        return launch_cache.spawn_raw(argv, cwd=None, env=env, keep_stdin_open=True, output=False)
+        return _launch.spawn_raw(argv, cwd=None, env=env, keep_stdin_open=True, output=False)
     except OSError:
         return None

@@ -81,7 +81,7 @@ async def _run_async(args: argparse.Namespace, path: Path, early: Early | None) 
         spec = AgentSpec.from_yaml(path)
         config = TurnConfig(model=args.model) if args.model else None
         secrets = secrets_from_env(args.secret)
-        from harness_run.vocab import telemetry
+        from harness_run import telemetry
 
         if not telemetry.configure_from_env("harness-run"):  # only with the otel extra and OTEL_* set
             return await _turn(spec, args.prompt, secrets, config, args, early)

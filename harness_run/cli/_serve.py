@@ -49,6 +49,22 @@ def register(sub: Any) -> None:
         "1700000000-1700999999 when serve runs as root; without root a local engine is refused "
         "unless off). off: agents run as the server's user and can read its store and secret",
     )
+    serve.add_argument(
+        "--warm-pool",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N harness processes started per local engine, waiting for new sessions "
+        "(docs/warm-processes.md; default 0)",
+    )
+    serve.add_argument(
+        "--idle-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="keep a session's harness process this long after its turn, for its next one "
+        "(local engines; default 30; 0: a process per turn)",
+    )
     _register_policy(serve)
     _register_cluster(serve)
     serve.set_defaults(func=_serve)
@@ -345,7 +361,7 @@ def _serve(args: argparse.Namespace) -> int:
     def ready(port: int) -> None:
         print(f"harness-run server listening on http://{args.host}:{port}", flush=True)
 
-    from harness_run.vocab import telemetry
+    from harness_run import telemetry
 
     telemetry.configure_from_env("harness-run-server")  # only with the otel extra and OTEL_* set
     try:
@@ -364,6 +380,8 @@ def _serve(args: argparse.Namespace) -> int:
                 allow_exec=args.allow_exec,
                 policy=policy,
                 agent_uids=args.agent_uids,
+                warm_pool=args.warm_pool,
+                idle_ttl=args.idle_ttl,
             )
         )
     finally:

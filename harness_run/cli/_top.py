@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness_run.cli._options import add_workdir
 from harness_run.cli._text import safe
@@ -21,9 +21,9 @@ from harness_run.errors import UsageError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from harness_run.store import HistoryStore, SessionRecord
+    from harness_run.store import ApprovalRecord, SessionRecord, TurnRecord
 
-__all__ = ["Row", "register", "rows"]
+__all__ = ["Row", "Sessions", "register", "rows"]
 
 API_KEY_VARIABLE = "HARNESS_RUN_API_KEY"
 
@@ -43,6 +43,21 @@ def register(sub: Any) -> None:
     top.set_defaults(func=_top)
 
 
+class Sessions(Protocol):
+    """What ``top`` reads: a history store, or a server's sessions (``ServerHistory``)."""
+
+    def list_sessions(self, engine: str | None = None) -> list[SessionRecord]: ...
+
+    def list_turns(self, session_id: str) -> list[TurnRecord]: ...
+
+
+@runtime_checkable
+class _Approvals(Protocol):
+    """A source that keeps approval requests (SQLite and GCS stores, a server)."""
+
+    def list_approvals(self, session_id: str, *, pending: bool = False) -> list[ApprovalRecord]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     engine: str
@@ -57,7 +72,7 @@ class Row:
     """Tool calls or questions of its running turn waiting for a person's decision."""
 
 
-def rows(store: HistoryStore, engine: str | None = None) -> list[Row]:
+def rows(store: Sessions, engine: str | None = None) -> list[Row]:
     """One row per session, the most recently active first; cost is the sum over its turns; its
     tool calls waiting for a person are counted."""
     out: list[Row] = []
@@ -67,12 +82,10 @@ def rows(store: HistoryStore, engine: str | None = None) -> list[Row]:
     return sorted(out, key=lambda r: r.updated_at, reverse=True)
 
 
-def _pending(store: HistoryStore, record: SessionRecord) -> int:
+def _pending(store: Sessions, record: SessionRecord) -> int:
     """The session's requests waiting for a decision now (a turn of any process: a local turn's
     session is not marked running in the store); expired ones are left out (their guard denies them)."""
-    from harness_run.store import ApprovalStore
-
-    if not isinstance(store, ApprovalStore):
+    if not isinstance(store, _Approvals):
         return 0
     now = time.time()
     return sum(1 for a in store.list_approvals(record.session_id, pending=True) if a.expires_at > now)
@@ -146,11 +159,12 @@ def table(found: list[Row], source: str) -> Table:
     return view
 
 
-def _open(args: argparse.Namespace) -> tuple[HistoryStore, str]:
+def _open(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Sessions, str]:
+    """What ``top`` reads and its name; a store opened here is closed with ``stack``."""
     if args.interval <= 0:
         raise UsageError(f"--interval must be a positive number of seconds, not {args.interval:g}")
     if args.server:
-        from harness_run.runtime.http import ServerStore, Wire
+        from harness_run.runtime.http import ServerHistory, Wire
 
         key = args.api_key or os.environ.get(API_KEY_VARIABLE)
         if not key:
@@ -158,7 +172,7 @@ def _open(args: argparse.Namespace) -> tuple[HistoryStore, str]:
                 f"--server needs an API key: export {API_KEY_VARIABLE} (or pass --api-key) with a key from "
                 "`harness-run serve keys create`"
             )
-        return ServerStore(Wire(args.server, key)), args.server
+        return ServerHistory(Wire(args.server, key)), args.server
     from harness_run.store import open_store
 
     target = args.store
@@ -171,12 +185,19 @@ def _open(args: argparse.Namespace) -> tuple[HistoryStore, str]:
             f"--store: no history store at {target} (no history.sqlite3 there); give the directory a "
             "`harness-run run`/`serve` used (--store or --workdir), or a gs:// URL"
         )
-    return open_store(str(Path(target).expanduser()) if "://" not in target else target), target
+    store = open_store(str(Path(target).expanduser()) if "://" not in target else target)
+    stack.callback(_quietly, store.close)
+    return store, target
+
+
+def _quietly(close: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        close()
 
 
 def _top(args: argparse.Namespace) -> int:
-    store, source = _open(args)
-    try:
+    with contextlib.ExitStack() as stack:
+        store, source = _open(args, stack)
         if args.once:
             from rich.console import Console
 
@@ -184,9 +205,6 @@ def _top(args: argparse.Namespace) -> int:
             return 0
         _live(lambda: table(rows(store, args.engine), source), args.interval)
         return 0
-    finally:
-        with contextlib.suppress(Exception):
-            store.close()
 
 
 def _width() -> int:

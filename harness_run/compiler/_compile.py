@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
 
+from harness_run import telemetry
 from harness_run.compiler import _context as ctx
 from harness_run.compiler._manifests import ManifestInputs, build_manifests, worker_hosts
 from harness_run.compiler._options import ImageOptions, PodOptions
@@ -22,7 +23,7 @@ from harness_run.compiler._skills import stage_skills
 from harness_run.errors import SpecError, SpecIssue, UsageError
 from harness_run.harness import harness_files, mcp_secret_env
 from harness_run.spec import AgentSpec, StdioMcpServer
-from harness_run.vocab import pins, telemetry
+from harness_run.vocab import pins
 
 __all__ = ["compile", "read_ca", "requirements_text"]
 

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from harness_run import telemetry
 from harness_run.errors import BuildError, InfrastructureError, UsageError
-from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
     from harness_run.compiler._plan import BuildPlan

@@ -136,6 +136,8 @@ class HarnessDriver(Protocol):
     - ``check(spec)`` raises ``UsageError`` naming every field of the (effective) spec this harness
       cannot honour — before anything starts; nothing is silently ignored. ``launch`` checks too;
     - ``steering`` says whether ``steer()`` can deliver a message into a running turn;
+    - ``keeps_process`` says whether the CLI takes its next turn's prompt on the same stdin after a
+      result line (a session's process kept between turns; the next turn writes ``launch().stdin``);
     - ``launch(ctx)`` is pure: argv, env and config files for the turn (no secret values in argv);
     - ``parser(ctx)`` returns a fresh ``LineParser`` for the turn;
     - ``steer(text)`` returns the bytes to write to stdin to add a user message mid-turn, or None;
@@ -146,6 +148,7 @@ class HarnessDriver(Protocol):
 
     name: str
     steering: bool
+    keeps_process: bool
 
     def locate(self, override: str | None = None) -> str: ...
 

@@ -43,7 +43,7 @@ HOOK_TIMEOUT_S: Final = 30
 
 # Tool names only: the hook (fail closed) judges every call's paths (`.env`, `.aws/`, `.config/gcloud`,
 # `.claude/settings`) itself. Path rules such as `Read(**/.env)` cost Claude Code ~17 ms at every start
-# (measured: `benchmarks/RESULTS.md`, "night") for a check the hook already makes.
+# (measured: `benchmarks/results/turn_cost.json`, 2026-12-03 night) for a check the hook already makes.
 _CLAUDE_GUARD_DENY: Final = ("WebFetch", "WebSearch", "Task", "Agent")
 # OpenCode permission patterns (glob, `*` = anything) for the credential guards
 _OPENCODE_BASH_DENY: Final = (

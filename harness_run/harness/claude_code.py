@@ -87,6 +87,7 @@ _SOURCE = BinarySource(
 class ClaudeCodeDriver:
     name = "claude-code"
     steering = True
+    keeps_process = True
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)

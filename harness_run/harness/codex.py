@@ -137,6 +137,7 @@ def wire_model(model: str) -> str:
 class CodexDriver:
     name = "codex"
     steering = False
+    keeps_process = False
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)

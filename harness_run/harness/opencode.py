@@ -117,6 +117,7 @@ def opencode_model(spec_model: str, endpoint: bool) -> str:
 class OpenCodeDriver:
     name = "opencode"
     steering = False
+    keeps_process = False
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)

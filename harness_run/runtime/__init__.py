@@ -3,17 +3,16 @@ subprocesses on this host), ``container`` (a Docker container per session) and `
 Sandbox claims), the last two through the in-image worker's client in ``remote``. Every runtime's
 engine is an :class:`Engine`."""
 
-from harness_run.runtime._adopt import AdoptedProcess, adopt
 from harness_run.runtime._agent_user import AgentUser
-from harness_run.runtime._engine import Engine, record_engine
+from harness_run.runtime._engine import Engine
 from harness_run.runtime._process import ChildProcess, Spawned, kill_tree, release_reaper
 from harness_run.runtime._run import Run, RunStatus
 from harness_run.runtime._session import ExecResult, Session
+from harness_run.runtime._stored import record_engine
 from harness_run.runtime._transcript import Transcript, TranscriptEntry, load_transcript
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace, resolve_host_dir
 
 __all__ = [
-    "AdoptedProcess",
     "AgentUser",
     "ChildProcess",
     "Engine",
@@ -25,7 +24,6 @@ __all__ = [
     "Transcript",
     "TranscriptEntry",
     "WorkspaceLock",
-    "adopt",
     "check_workspace",
     "kill_tree",
     "load_transcript",

@@ -19,7 +19,7 @@ from harness_run.store import ApprovalRecord, ApprovalStore
 if TYPE_CHECKING:
     from harness_run.store import HistoryStore
 
-__all__ = ["ORPHANED", "decide", "orphaned_decisions", "pending_approvals"]
+__all__ = ["ORPHANED", "check_decision", "decide", "orphaned_decisions", "pending_approvals"]
 
 ORPHANED: Final = "the turn's process ended"
 """The reason of a request whose turn ended without deciding it (its process was killed)."""
@@ -97,6 +97,16 @@ def orphaned_decisions(store: HistoryStore | Any, session_id: str, turn: int, se
     return events
 
 
+def check_decision(decision: str | None, answer: str | None, reason: str | None) -> None:
+    """A client's decision as every runtime takes it (UsageError naming what to change)."""
+    if decision not in (None, "allow", "deny"):
+        raise UsageError(f"decision must be 'allow' or 'deny', not {decision!r}")
+    if reason is not None and len(reason) > 4000:
+        raise UsageError("the reason is longer than 4000 characters; shorten it")
+    if answer is not None and len(answer) > 16000:
+        raise UsageError("the answer is longer than 16000 characters; shorten it")
+
+
 async def decide(
     store: HistoryStore | Any,
     session_id: str,
@@ -109,12 +119,7 @@ async def decide(
 ) -> ApprovalRecord:
     """Write a client's decision (the first wins) and wake the call if it waits in this process."""
     approvals = _approvals(store)
-    if decision not in (None, "allow", "deny"):
-        raise UsageError(f"decision must be 'allow' or 'deny', not {decision!r}")
-    if reason is not None and len(reason) > 4000:
-        raise UsageError("the reason is longer than 4000 characters; shorten it")
-    if answer is not None and len(answer) > 16000:
-        raise UsageError("the answer is longer than 16000 characters; shorten it")
+    check_decision(decision, answer, reason)
     record = await asyncio.to_thread(
         approvals.decide_approval,
         session_id,

@@ -1,23 +1,25 @@
-"""``Engine``: the one protocol every runtime implements, and ``EngineBase``, the part they share.
+"""``Engine``: the one protocol every runtime implements, and ``EngineBase``, the session
+bookkeeping every engine shares (held sessions, open or closed, closing).
 
 ``local.deploy``/``local.get_engine`` (:class:`~harness_run.runtime.local.LocalEngine`, or
-:class:`~harness_run.runtime.container.ContainerEngine` with ``isolation="container"``) and
-``sandbox.deploy``/``sandbox.get_engine`` (:class:`~harness_run.runtime.sandbox.SandboxEngine`)
-all return an :class:`Engine`. Turns themselves are the business of :class:`Session` and its
-backend (the engine, as a :class:`~harness_run.runtime._session.TurnBackend`).
+:class:`~harness_run.runtime.container.ContainerEngine` with ``isolation="container"``),
+``sandbox.deploy``/``sandbox.get_engine`` (:class:`~harness_run.runtime.sandbox.SandboxEngine`) and
+``harness_run.connect`` (:class:`~harness_run.runtime.http.HttpEngine`) all return an
+:class:`Engine`. Engines whose sessions live in a history store build on
+:class:`~harness_run.runtime._stored.StoredEngine`. Turns themselves are the business of
+:class:`Session` and its backend (the engine, as a :class:`~harness_run.runtime._session.TurnBackend`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from harness_run.errors import SessionBusyError, SessionNotFoundError, UsageError
-from harness_run.runtime._cleanup import purge_session
+from harness_run.errors import UsageError
+from harness_run.runtime._history import SessionHistory
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import (
     DEFAULT_EXEC_OUTPUT,
@@ -25,14 +27,12 @@ from harness_run.runtime._session import (
     Session,
     TurnOutcome,
     TurnPlan,
-    create_session,
     with_branch,
 )
-from harness_run.runtime._workspace import check_workspace
-from harness_run.spec import AgentSpec, SessionConfig, WorkspaceOptions
-from harness_run.store import EngineRecord, EngineRuntime, HistoryStore, SessionRecord
+from harness_run.spec import AgentSpec, SessionConfig
+from harness_run.store import EngineRecord, SessionRecord
 
-__all__ = ["Engine", "EngineBase", "record_engine"]
+__all__ = ["Engine", "EngineBase"]
 
 STOP_GRACE = 30.0
 """Seconds ``aclose()`` gives an interrupted turn to end (and be stored) before cancelling it."""
@@ -119,21 +119,21 @@ class Engine(Protocol):
 
 class EngineBase(ABC):
     """The :class:`Engine` members every runtime shares: the sessions this process holds, starting
-    and re-attaching them, and closing (async first; ``close()`` and the context managers wrap it).
+    and re-attaching them, open or closed, and closing (async first; ``close()`` and the context
+    managers wrap it). Nothing here needs a history store.
 
-    A runtime sets ``spec``, ``store`` and ``version``, implements ``get_session``, ``versions`` and
-    the :class:`~harness_run.runtime._session.TurnBackend` methods (``execute_turn``,
-    ``execute_command``), and overrides ``_release``/``_release_now`` when it holds something
-    beyond the store (sandboxes, containers).
+    A runtime sets ``spec`` and ``version``; implements ``history`` (where its sessions read),
+    ``_create_session``, ``get_session``, ``list_sessions``, ``delete_session``, ``versions`` and the
+    :class:`~harness_run.runtime._session.TurnBackend` methods (``execute_turn``,
+    ``execute_command``); and overrides ``_release``/``_release_now`` when it holds something
+    (sandboxes, containers), ``_close_resources`` for what goes last (a store it opened).
     """
 
     spec: AgentSpec
-    store: HistoryStore
     version: str
 
-    def __init__(self, *, owns_store: bool) -> None:
+    def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
-        self._owns_store = owns_store
         self._closed = False
         self._released = False
         self._closing: asyncio.Task[None] | None = None
@@ -150,9 +150,26 @@ class EngineBase(ABC):
 
     # --- what each runtime implements ----------------------------------------------------------
 
+    @property
+    @abstractmethod
+    def history(self) -> SessionHistory:
+        """Where this engine's sessions read their history and send approval decisions."""
+
+    @abstractmethod
+    def _create_session(self, config: SessionConfig | None, session_id: str | None) -> Session:
+        """A new session, recorded where this engine keeps its sessions (see ``start_session``)."""
+
     @abstractmethod
     def get_session(self, session_id: str) -> Session:
         """Re-attach to a stored session (see :class:`Engine`)."""
+
+    @abstractmethod
+    def list_sessions(self) -> list[SessionRecord]:
+        """This engine's session records (every version's), oldest first."""
+
+    @abstractmethod
+    def delete_session(self, session_id: str, *, force: bool = False) -> None:
+        """Remove the session's workspace, checkpoints and history (see :class:`Engine`)."""
 
     @abstractmethod
     def versions(self) -> list[EngineRecord]:
@@ -184,70 +201,24 @@ class EngineBase(ABC):
         branch: str | None = None,
         base_branch: str | None = None,
     ) -> Session:
-        """A new session; its record goes to the store now (any process can re-attach to it).
+        """A new session; its record is kept now (any process can re-attach to it).
         ``config`` overlays the spec for every turn of this session. ``branch``/``base_branch`` are
         ``SessionConfig.branch``/``base_branch``: the branch of the spec's first repo the session
         works on, created from ``base_branch`` when the remote does not have it."""
         self._check_open()
         if branch is not None or base_branch is not None:
             config = with_branch(config, branch, base_branch)
-        config = self._with_workspace(config)
-        session = create_session(self, self.name, self.version, config, session_id)
+        if config is not None and not isinstance(config, SessionConfig):
+            config = SessionConfig.from_dict(dict(config))
+        session = self._create_session(config, session_id)
         self._sessions[session.session_id] = session
         return session
 
-    def _with_workspace(self, config: SessionConfig | Mapping[str, Any] | None) -> SessionConfig | None:
-        """``config`` as a SessionConfig with its ``workspace`` checked by the runtime."""
-        if config is None:
-            return None
-        if not isinstance(config, SessionConfig):
-            config = SessionConfig.from_dict(dict(config))
-        if config.workspace is None:
-            return config
-        checked = self._check_workspace(config.workspace)
-        if checked == config.workspace:
-            return config
-        return SessionConfig.from_dict({**config.to_dict(), "workspace": checked.to_dict()})
-
-    def _check_workspace(self, options: WorkspaceOptions) -> WorkspaceOptions:
-        """The session's workspace options as this runtime runs them (host directories resolved), or
-        a UsageError naming the field it cannot honour. By default (runtimes whose sessions run on
-        other machines) a host directory is refused; runtimes on this machine override it."""
-        if options.host_dir is not None:
-            runtime = str(getattr(self, "runtime", type(self).__name__))
-            raise UsageError(
-                f"workspace.host_dir ({options.host_dir!r}) is not available on the {runtime} runtime: "
-                "its sessions run on other machines, which cannot see this one's directories; use "
-                "local.deploy() (in place, or isolation='container': bind-mounted), or put the code in "
-                "a git repository and list it in the spec's repos"
-            )
-        return check_workspace(options, workdir=None)
-
     def sessions(self, branch: str | None = None) -> list[SessionRecord]:
-        """This engine's sessions in the history store (every version's), oldest first; with
-        ``branch``, only those working on that branch (``SessionConfig.branch``)."""
+        """This engine's sessions (every version's), oldest first; with ``branch``, only those
+        working on that branch (``SessionConfig.branch``)."""
         records = self.list_sessions()
         return records if branch is None else [r for r in records if r.branch == branch]
-
-    def delete_session(self, session_id: str, *, force: bool = False) -> None:
-        """Remove the session's workspace, checkpoints and history; its ``Session`` refuses work after.
-
-        Refused (SessionBusyError) while a turn of it runs in this process, or while its stored
-        status is ``running`` (another process may be running it; ``force=True`` when that process
-        is known to be gone). Runtimes that cannot remove a session's workspace refuse (UsageError).
-        """
-        record = self._stored_session(session_id, "in the store")
-        held = self._sessions.get(session_id)
-        if (held is not None and held.status == "running") or (record.status == "running" and not force):
-            raise SessionBusyError(
-                f"session {session_id} is running a turn; await it or stop it with session.interrupt(), "
-                "then delete it (force=True when the process that ran it is gone)"
-            )
-        self._delete_workspace(session_id)
-        purge_session(self.store, record)
-        if held is not None:
-            held.mark_deleted()
-        self._sessions.pop(session_id, None)
 
     async def close_session(self, session_id: str) -> None:
         """End the session in this process (``session.aclose()``): stop its running turn (stored as
@@ -263,34 +234,11 @@ class EngineBase(ABC):
             await self._close_session(session_id)
         finally:
             if held is not None:
-                held.refresh(self.store.get_session(session_id))  # the commit and ref delivered
+                held.refresh(self.history.get_session(session_id))  # the commit and ref delivered
                 held.mark_closed()
 
     async def _close_session(self, session_id: str) -> None:  # noqa: B027 (an optional hook)
         """What the runtime does when one session ends here (deliver on_close work, release)."""
-
-    def _delete_workspace(self, session_id: str) -> None:
-        """Remove what the runtime keeps for the session besides its history (before the history)."""
-        raise UsageError(
-            f"deleting sessions is not available on this runtime yet (session {session_id} is kept); "
-            "delete local sessions with a local engine"
-        )
-
-    def list_sessions(self) -> list[SessionRecord]:
-        """This engine's sessions in the history store (every version's), oldest first."""
-        self._check_open()
-        return self.store.list_sessions(self.name)
-
-    def _stored_session(self, session_id: str, where: str) -> SessionRecord:
-        """The stored record of one of this engine's sessions, else SessionNotFoundError."""
-        self._check_open()
-        record = self.store.get_session(session_id)
-        if record is None or record.engine != self.name:
-            raise SessionNotFoundError(
-                f"no session {session_id!r} of engine {self.name!r} {where}; list them with "
-                "engine.list_sessions()"
-            )
-        return record
 
     def _adopt(self, record: SessionRecord) -> Session:
         """The session of ``record``: the one this process holds (brought up to date with the
@@ -303,6 +251,12 @@ class EngineBase(ABC):
         session = Session(self, record, config)
         self._sessions[record.session_id] = session
         return session
+
+    def _forget(self, session_id: str) -> None:
+        """The session was deleted: its ``Session`` (if held here) refuses work from now on."""
+        held = self._sessions.pop(session_id, None)
+        if held is not None:
+            held.mark_deleted()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -353,7 +307,7 @@ class EngineBase(ABC):
         if not self._released:
             self._released = True
             self._release_now()
-            self._close_store()
+            self._close_resources()
 
     async def __aenter__(self) -> Self:
         return self
@@ -400,35 +354,19 @@ class EngineBase(ABC):
             try:
                 await self._release()
             finally:
-                self._close_store()
+                self._close_resources()
 
     async def _release(self) -> None:  # noqa: B027 (an optional hook, not an abstract method)
-        """Give up what this engine holds besides the store (``aclose``); nothing by default."""
+        """Give up what this engine holds (``aclose``); nothing by default."""
 
     def _release_now(self) -> None:  # noqa: B027 (an optional hook)
         """The same, blocking (``close`` from synchronous code: no turn can be running then)."""
 
-    def _close_store(self) -> None:
-        if self._owns_store:
-            self.store.close()
+    def _close_resources(self) -> None:  # noqa: B027 (an optional hook)
+        """What goes last when the engine is released (a store it opened); nothing by default."""
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
     """Mark a background close's failure as seen (``aclose()`` re-raises it to whoever waits)."""
     if not task.cancelled():
         task.exception()
-
-
-def record_engine(store: HistoryStore, spec: AgentSpec, version: str, runtime: EngineRuntime) -> EngineRecord:
-    """Store ``spec`` as engine ``version`` on ``runtime``; a redeploy of the same version keeps the
-    date it was first deployed. Returns the record (blocking: the store is written)."""
-    existing = store.get_engine(spec.name, version)
-    record = EngineRecord(
-        name=spec.name,
-        version=version,
-        spec=spec.to_dict(),
-        runtime=runtime,
-        created_at=existing.created_at if existing is not None else time.time(),
-    )
-    store.put_engine(record)
-    return record

@@ -17,17 +17,31 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from harness_run._launch import READ_LIMIT, TURN_ENV, spawn_reaper
 from harness_run.errors import HarnessNotFoundError
 from harness_run.events import AgentEvent, ResourceUsage, RunResult, StopReason
 from harness_run.harness import LaunchPlan, LineParser
 from harness_run.runtime._agent_user import AgentUser
-from harness_run.vocab.launch_cache import READ_LIMIT, TURN_ENV, spawn_reaper
 
-__all__ = ["ChildProcess", "Spawned", "TurnProcess", "descendants", "kill_tree", "release_reaper"]
+__all__ = [
+    "ChildProcess",
+    "Spawned",
+    "TurnProcess",
+    "descendants",
+    "end_kept",
+    "end_kept_now",
+    "kept_alive",
+    "kill_tree",
+    "memory_kb",
+    "new_tag",
+    "release_reaper",
+    "resumed",
+    "spawn_harness",
+]
 
 _STDERR_LINES = 40
 _HAS_PROC = os.path.isdir("/proc/self")
@@ -111,6 +125,14 @@ def descendants(pid: int, tag: str | None = None, since: int | None = None) -> l
     return found + [t for t in tagged if t not in found]
 
 
+def _signal_all_but(pid: int, pids: list[int], sig: signal.Signals) -> None:
+    """Signal ``pids`` (never ``pid`` itself, nor its group as a whole)."""
+    for child in pids:
+        if child != pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, sig)
+
+
 def _signal_all(pid: int, pids: list[int], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -139,10 +161,11 @@ async def release_reaper(reaper: ChildProcess | None, *, sweep: bool = False) ->
     this process cannot read)."""
     if reaper is None or reaper.stdin is None:
         return
-    with contextlib.suppress(ConnectionError, OSError):
-        reaper.stdin.write(b"" if sweep else b"done")
-        await reaper.stdin.drain()
-    reaper.stdin.close()
+    if not reaper.stdin.is_closing():
+        with contextlib.suppress(ConnectionError, OSError):
+            reaper.stdin.write(b"" if sweep else b"done")
+            await reaper.stdin.drain()
+        reaper.stdin.close()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(reaper.wait(), 2.0)
 
@@ -229,6 +252,104 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def new_tag() -> str:
+    """A fresh ``HARNESS_RUN_TURN=<hex>`` for a harness process and its descendants."""
+    return f"{TURN_ENV}={uuid.uuid4().hex}"
+
+
+async def spawn_harness(
+    plan: LaunchPlan,
+    cwd: Path,
+    tag: str,
+    user: AgentUser | None = None,
+    hand_over: tuple[Path, ...] = (),
+    nice: int = 0,
+) -> Spawned:
+    """Start a harness process from ``plan`` (its config files written first; as ``user`` after
+    ``hand_over``) in its own process group, with its reaper; ``plan.stdin`` is not written.
+    ``nice``: its CPU priority is lowered by that much (its tools inherit it), e.g. so that a
+    server's event loop keeps its share of the CPU while many agents start."""
+    for path, text in plan.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
+    if user is not None:
+        await asyncio.to_thread(user.hand_over, *hand_over)
+    since = boot_ticks() - _CLOCK_TICKS
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *plan.argv,
+            cwd=cwd,
+            env={**plan.env, TURN_ENV: tag.split("=", 1)[1]},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=READ_LIMIT,
+            **(user.spawn_kwargs() if user is not None else {}),
+        )
+    except FileNotFoundError as exc:
+        raise HarnessNotFoundError(f"cannot start {plan.argv[0]!r}: {exc.strerror}") from None
+    if nice > 0:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    reaper = await start_reaper(proc.pid, tag, user)
+    return Spawned(process=proc, reaper=reaper, tag=tag, plan=plan, cwd=cwd, since=since)
+
+
+async def end_kept(spawned: Spawned, grace: float = 2.0) -> None:
+    """End a harness process kept between turns: its stdin closed (the CLI exits by itself), then
+    its group and the processes carrying its tag stopped; its reaper released."""
+    proc = spawned.process
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+    if proc.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace / 4)
+    await kill_tree(proc, grace=grace / 4, tag=spawned.tag)
+    await release_reaper(spawned.reaper)
+
+
+def end_kept_now(spawned: Spawned) -> None:
+    """:func:`end_kept` without waiting (``engine.close()``): SIGKILL the group and the processes
+    carrying its tag; the reaper's pipe is closed (it exits), or, when the loop that owns the pipes
+    is closed already, it sees its pipe close when this process exits."""
+    pid = spawned.process.pid
+    _signal_all(pid, descendants(pid, spawned.tag), signal.SIGKILL)
+    for child in (spawned.process, spawned.reaper):
+        transport = getattr(child, "_transport", None)  # asyncio's, of a loop that may be closed:
+        loop = getattr(transport, "_loop", None)  # its pipes cannot be closed through that loop
+        if not isinstance(loop, asyncio.AbstractEventLoop) or child is None:
+            continue
+        if loop.is_closed():
+            setattr(transport, "_closed", True)  # noqa: B010 (the fds go with the pipe objects)
+        elif child.stdin is not None and not child.stdin.is_closing():
+            child.stdin.close()
+
+
+def resumed(spawned: Spawned, plan: LaunchPlan) -> Spawned:
+    """A kept process taking a new turn (``plan``, whose stdin was written to it): the turn's own
+    processes are the ones started from now on."""
+    return replace(spawned, plan=plan, since=boot_ticks() - _CLOCK_TICKS)
+
+
+def kept_alive(spawned: Spawned) -> bool:
+    """Whether a kept harness process is still there to take a turn (not exited, not a zombie)."""
+    return spawned.process.returncode is None and _alive(spawned.process.pid)
+
+
+def memory_kb(pid: int) -> int:
+    """Resident memory of ``pid`` and its descendants, in KiB (0 when gone)."""
+    total = 0
+    for target in [pid, *_live_children(pid)]:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{target}/status", "rb") as f:
+            for line in f.read().decode(errors="replace").splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
+
+
 class TurnProcess:
     """One turn's process. ``run()`` returns the result; ``steer()``/``stop()`` act on it meanwhile."""
 
@@ -243,8 +364,17 @@ class TurnProcess:
         user: AgentUser | None = None,
         hand_over: tuple[Path, ...] = (),
         spawned: Spawned | None = None,
+        keep: bool = False,
+        nice: int = 0,
     ) -> None:
-        """``spawned``: the turn's process, already running (started with ``plan``): adopted."""
+        """``spawned``: the turn's process, already running (started with ``plan``): adopted.
+        ``keep``: a CLI that reads its prompts from stdin stays up after its result line (stdin
+        open, nothing killed but the tool processes the turn left); :attr:`kept` is it then."""
+        self._keep = keep
+        self._nice = nice
+        self._keeping = False
+        self.kept: Spawned | None = None
+        """After :meth:`run`: the live harness process, for the session's next turn (``keep``)."""
         self._plan = plan
         self._spawned = spawned
         self._user = user
@@ -259,7 +389,7 @@ class TurnProcess:
         self._stop_note: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._on_spawn = on_spawn
-        self._tag = spawned.tag if spawned is not None else f"{TURN_ENV}={uuid.uuid4().hex}"
+        self._tag = spawned.tag if spawned is not None else new_tag()
         """In the environment of the CLI and (inherited) its tool commands: found again at kill time."""
         self.cancelled_result: RunResult | None = None
         self._resources: ResourceUsage | None = None
@@ -290,39 +420,28 @@ class TurnProcess:
             self.cancelled_result = self._result(proc.returncode)  # what the turn did before the cancel
             raise
         finally:
-            if proc.returncode is None or self._stop_reason:
+            if self._keeping and proc.returncode is None and not self._stop_reason:
+                # kept for the next turn: only what its tools left goes (never the CLI itself)
+                left = descendants(proc.pid, self._tag, self._since)
+                _signal_all_but(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
+                self.kept = Spawned(
+                    process=proc, reaper=reaper, tag=self._tag, plan=self._plan, cwd=self._cwd
+                )
+            elif proc.returncode is None or self._stop_reason:
                 await asyncio.shield(kill_tree(proc, grace=0.5 if self._stop_reason else 2.0, tag=self._tag))
             else:  # exited (or was killed): still reap what it left, by group and by the turn's tag
                 left = descendants(proc.pid, self._tag, self._since)
                 _signal_all(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
-            await asyncio.shield(release_reaper(reaper, sweep=self._user is not None))
+            if self.kept is None:
+                await asyncio.shield(release_reaper(reaper, sweep=self._user is not None))
         return self._result(proc.returncode)
 
     async def _spawn(self) -> tuple[ChildProcess, ChildProcess | None]:
-        for path, text in self._plan.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            if text.startswith("#!"):
-                path.chmod(0o755)  # a script the harness runs (OpenCode's guarded shell; no secret in it)
-        user = self._user
-        if user is not None:
-            await asyncio.to_thread(user.hand_over, *self._hand_over)
-        self._since = boot_ticks() - _CLOCK_TICKS
-        try:
-            self._proc = proc = await asyncio.create_subprocess_exec(
-                *self._plan.argv,
-                cwd=self._cwd,
-                env={**self._plan.env, TURN_ENV: self._tag.split("=", 1)[1]},
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=READ_LIMIT,
-                **(user.spawn_kwargs() if user is not None else {}),
-            )
-        except FileNotFoundError as exc:
-            raise HarnessNotFoundError(f"cannot start {self._plan.argv[0]!r}: {exc.strerror}") from None
-        return proc, await start_reaper(proc.pid, self._tag, user)
+        spawned = await spawn_harness(
+            self._plan, self._cwd, self._tag, self._user, self._hand_over, self._nice
+        )
+        self._proc, self._since = spawned.process, spawned.since
+        return spawned.process, spawned.reaper
 
     def _result(self, exit_code: int | None) -> RunResult:
         result = self._parser.finish(exit_code, "".join(self._stderr))
@@ -378,7 +497,15 @@ class TurnProcess:
                 await kill_tree(proc, grace=0.5, tag=self._tag)
             if self._parser.finished and not proc.stdin.is_closing():
                 self._resources = sample_resources(proc.pid)
+                if self._keep and self._stop_reason is None:
+                    self._keeping = True  # the turn is over; the CLI waits for the next prompt
+                    break
                 proc.stdin.close()  # the turn is over: let the CLI exit
+        if self._keeping:
+            stderr_task.cancel()  # the next turn's reader takes over the stream
+            with contextlib.suppress(asyncio.CancelledError):
+                await stderr_task
+            return
         await proc.wait()
         await stderr_task
 

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness_run.errors import SessionBusyError, UsageError
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import get_driver
-from harness_run.runtime._approvals import decide, pending_approvals
 from harness_run.runtime._run import Run
 from harness_run.runtime._tracing import end_turn_span, start_turn_span
-from harness_run.runtime._transcript import Transcript, load_transcript
+from harness_run.runtime._transcript import Transcript
 from harness_run.security import check_secrets, resolve_secrets
 from harness_run.spec import AgentSpec, SessionConfig, TurnConfig, check_prompt, effective_spec
 from harness_run.store import ApprovalRecord, SessionRecord, TurnRecord
-from harness_run.vocab.telemetry import NOOP, Span
+from harness_run.telemetry import NOOP, Span
 
 if TYPE_CHECKING:
+    from harness_run.runtime._history import SessionHistory
     from harness_run.store import HistoryStore
 
 __all__ = [
@@ -81,7 +81,7 @@ class TurnOutcome:
 
 
 class TurnBackend(Protocol):
-    """What a runtime's engine provides to its sessions: turns, commands, the store.
+    """What a runtime's engine provides to its sessions: turns, commands, their history.
 
     A turn's coroutine runs it to the end and returns a :class:`TurnOutcome`; it never changes the
     session (the session applies the outcome). When its task is cancelled it ends the turn (a
@@ -89,7 +89,11 @@ class TurnBackend(Protocol):
     """
 
     spec: AgentSpec
-    store: HistoryStore
+
+    @property
+    def history(self) -> SessionHistory:
+        """Where the session reads its record, turns and events, and sends approval decisions."""
+        ...
 
     @property
     def closed(self) -> bool:
@@ -337,7 +341,7 @@ class Session:
             return
         if record is None:
             self._check_open()
-            record = self._backend.store.get_session(self.session_id)
+            record = self._backend.history.get_session(self.session_id)
         if record is not None and record.session_id == self.session_id:
             self._record = record
 
@@ -457,21 +461,23 @@ class Session:
     def history(self) -> list[TurnRecord]:
         """Every finished turn: prompt, effective settings (no secrets), result."""
         self._check_open()
-        return self._backend.store.list_turns(self.session_id)
+        return self._backend.history.list_turns(self.session_id)
 
     def pending_approvals(self) -> list[ApprovalRecord]:
         """The tool calls (and questions) of this session waiting for a person now, oldest first,
         from the store (any process's turn). Requests left by a turn whose process died are settled
         as denied here (reason "the turn's process ended") and not listed."""
         self._check_open()
-        return pending_approvals(self._backend.store, self.session_id)
+        return self._backend.history.pending_approvals(self.session_id)
 
     async def approve(self, request_id: str, *, key_id: str | None = None) -> ApprovalRecord:
         """Let the waiting tool call ``request_id`` run (from any process re-attached to the
         session). The first decision wins; a decided or expired request raises UsageError, an
         unknown id ``ApprovalNotFoundError``."""
         self._check_open()
-        return await decide(self._backend.store, self.session_id, request_id, decision="allow", key_id=key_id)
+        return await self._backend.history.decide(
+            self.session_id, request_id, decision="allow", key_id=key_id
+        )
 
     async def deny(
         self, request_id: str, reason: str | None = None, *, key_id: str | None = None
@@ -479,8 +485,8 @@ class Session:
         """Refuse the waiting tool call ``request_id``: it does not run, and the model gets
         ``reason`` as the tool's error (then goes on)."""
         self._check_open()
-        return await decide(
-            self._backend.store, self.session_id, request_id, decision="deny", reason=reason, key_id=key_id
+        return await self._backend.history.decide(
+            self.session_id, request_id, decision="deny", reason=reason, key_id=key_id
         )
 
     async def answer(self, request_id: str, text: str, *, key_id: str | None = None) -> ApprovalRecord:
@@ -489,19 +495,19 @@ class Session:
         self._check_open()
         if not isinstance(text, str) or not text.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("answer() needs a non-empty text")
-        return await decide(self._backend.store, self.session_id, request_id, answer=text, key_id=key_id)
+        return await self._backend.history.decide(self.session_id, request_id, answer=text, key_id=key_id)
 
     def events(self, turn: int | None = None) -> list[AgentEvent]:
         """The stored event log (all turns, or one)."""
         self._check_open()
-        return self._backend.store.read_events(self.session_id, turn)
+        return self._backend.history.read_events(self.session_id, turn)
 
     def transcript(self) -> Transcript:
         """The conversation: a portable rendering of the stored events (``to_markdown()``,
         ``to_json()``) and the harness's native session files from the latest checkpoint."""
         self._check_open()
         self.refresh()
-        return load_transcript(self._backend.store, self._record)
+        return self._backend.history.transcript(self._record)
 
     def __repr__(self) -> str:
         record = self._record
@@ -510,13 +516,15 @@ class Session:
 
 def create_session(
     backend: TurnBackend,
+    store: HistoryStore,
     engine: str,
     version: str,
     config: SessionConfig | Mapping[str, Any] | None,
     session_id: str | None,
 ) -> Session:
     """A new session of ``backend``: the overlay and the id are checked (a harness that is not
-    baked in, or a setting it cannot honour, is refused here), its record is stored, then returned."""
+    baked in, or a setting it cannot honour, is refused here), its record is stored in ``store``,
+    then returned."""
     if config is not None and not isinstance(config, SessionConfig):
         config = SessionConfig.from_dict(dict(config))
     spec = effective_spec(backend.spec, config)
@@ -531,7 +539,7 @@ def create_session(
         uuid.UUID(sid)
     except ValueError:
         raise UsageError(f"session_id {sid!r} must be a UUID (harnesses use it as their own id)") from None
-    if backend.store.get_session(sid) is not None:
+    if store.get_session(sid) is not None:
         raise UsageError(f"session {sid} already exists; re-attach with engine.get_session({sid!r})")
     now = time.time()
     record = SessionRecord(
@@ -543,7 +551,7 @@ def create_session(
         updated_at=now,
         config=config.to_dict() if config else {},
     )
-    backend.store.put_session(record)
+    store.put_session(record)
     return Session(backend, record, config, spec=spec)
 
 

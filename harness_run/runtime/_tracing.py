@@ -1,4 +1,4 @@
-"""Spans of a turn (OpenTelemetry, through :mod:`harness_run.vocab.telemetry`; no-ops when off).
+"""Spans of a turn (OpenTelemetry, through :mod:`harness_run.telemetry`; no-ops when off).
 
 ``harness_run.turn`` wraps a turn in every runtime (the client's, the server's, the worker's);
 where the harness runs (the local engine, also inside the worker) it has children: the workspace
@@ -8,9 +8,9 @@ set-up, the harness process, one span per tool call (from the ``tool_use`` event
 
 from __future__ import annotations
 
+from harness_run import telemetry
 from harness_run.events import AgentEvent, RunResult, ToolResultEvent, ToolUseEvent
-from harness_run.vocab import telemetry
-from harness_run.vocab.telemetry import Span
+from harness_run.telemetry import Span
 
 __all__ = ["ToolSpans", "end_turn_span", "start_turn_span"]
 

@@ -20,7 +20,7 @@ from harness_run.events import (
 )
 from harness_run.store import HistoryStore, SessionRecord
 
-__all__ = ["Transcript", "TranscriptEntry", "load_transcript"]
+__all__ = ["Transcript", "TranscriptEntry", "load_transcript", "transcript_of"]
 
 Role = Literal["user", "assistant", "tool_use", "tool_result", "error", "result"]
 _CLIP = 4000
@@ -110,10 +110,15 @@ def _entry(event: AgentEvent) -> TranscriptEntry | None:
 
 def load_transcript(store: HistoryStore, record: SessionRecord) -> Transcript:
     """The transcript of ``record``'s session from ``store``."""
-    entries = [e for e in map(_entry, store.read_events(record.session_id)) if e is not None]
-    native: dict[str, bytes] = {}
     key = record.snapshot.native if record.snapshot is not None else None
-    data = store.get_blob(key) if key else None
+    return transcript_of(record, store.read_events(record.session_id), store.get_blob(key) if key else None)
+
+
+def transcript_of(record: SessionRecord, events: list[AgentEvent], data: bytes | None = None) -> Transcript:
+    """The transcript of ``record``'s session from its stored ``events`` and its native files (the
+    checkpoint's tar.gz, ``data``; none without it)."""
+    entries = [e for e in map(_entry, events) if e is not None]
+    native: dict[str, bytes] = {}
     if data is not None:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in tar.getmembers():

@@ -68,6 +68,11 @@ class GitBroker(SocketBroker):
         out["HARNESS_RUN_GIT_TOKEN"] = self.token
         return out
 
+    def forget(self) -> None:
+        """Drop every token (the socket stays: a helper that asks gets nothing until the next
+        :meth:`substitute`)."""
+        self._repos.clear()
+
     async def start(self) -> None:
         if self._repos and self._server is None:
             await self._listen(self._serve)

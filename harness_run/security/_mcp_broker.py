@@ -60,6 +60,11 @@ class McpBroker(SocketBroker):
         out["HARNESS_RUN_MCP_TOKEN"] = self.token
         return out
 
+    @property
+    def active(self) -> bool:
+        """Whether a stdio MCP server is served to the turn's harness (its secrets are held here)."""
+        return bool(self._servers)
+
     async def start(self) -> None:
         if self._servers and self._server is None:
             await self._listen(self._serve)

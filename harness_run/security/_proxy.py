@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
+from harness_run import telemetry
 from harness_run.errors import UsageError
 from harness_run.events import Usage
 from harness_run.security._meter import WireMeter
-from harness_run.vocab import telemetry
 from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL
 
 if TYPE_CHECKING:
@@ -233,6 +233,8 @@ class ModelProxy:
         self._sock.setblocking(False)
         self.port: int = self._sock.getsockname()[1]
         self._routes: dict[str, _Route] = {}
+        self._names: dict[tuple[tuple[str, ...], bool], str] = {}
+        """(header names, Google auth) -> its token: stable while this proxy lives."""
         self._runner: web.AppRunner | None = None
         self._client: ClientSession | None = None
         self.requests = 0
@@ -335,15 +337,30 @@ class ModelProxy:
         return out
 
     def _route(self, scheme: str, netloc: str, headers: _Headers, google: _GoogleToken | None = None) -> str:
-        """Register a model endpoint with its credential; the new per-turn token names it."""
-        token = "hrp-" + secrets.token_urlsafe(24)
+        """Register a model endpoint with its credential under a token: the same one for the same
+        header names while this proxy lives (a harness kept between turns keeps it)."""
+        key = (tuple(name for name, _ in headers), google is not None)
+        token = self._names.setdefault(key, "hrp-" + secrets.token_urlsafe(24))
         self._routes[token] = _Route(f"{scheme}://{netloc}", headers, google)
         return token
+
+    def begin_turn(self, budget: float | None, model: str) -> None:
+        """A new turn on a proxy kept from an earlier one: its own meter and budget."""
+        self.meter = WireMeter(budget, model)
+        self.over_budget = 0
+        self.on_budget = self.on_failure = None
+        self.parent = telemetry.NOOP
+
+    def end_turn(self) -> None:
+        """The turn is over, its harness kept: every credential is dropped until :meth:`substitute`."""
+        self._routes.clear()
+        self._mcp.clear()
 
     def rekey(self, tokens: Mapping[str, str]) -> None:
         """Each route named by a key of ``tokens`` answers to its value instead (the tokens a harness
         spawned before this proxy existed was given); call before :meth:`start`."""
         self._routes = {tokens.get(token, token): route for token, route in self._routes.items()}
+        self._names = {key: tokens.get(token, token) for key, token in self._names.items()}
 
     def mcp_route(self, url: str, headers: Mapping[str, str]) -> str:
         """The proxy's URL for a remote MCP server: requests to it go to ``url`` with ``headers``

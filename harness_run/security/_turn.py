@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from harness_run import telemetry
 from harness_run.events import AgentEvent, RunResult
 from harness_run.harness import GUARD_TOKEN_ENV, GUARD_URL_ENV, mcp_proxy_env, mcp_secret_env
 from harness_run.security._approvals import ApprovalSink, TurnClock
@@ -17,7 +18,6 @@ from harness_run.security._guard_broker import GuardBroker
 from harness_run.security._mcp_broker import McpBroker
 from harness_run.security._proxy import ModelProxy, proxy_enabled
 from harness_run.spec import AgentSpec, StdioMcpServer
-from harness_run.vocab import telemetry
 
 __all__ = ["TurnCredentials"]
 
@@ -155,6 +155,27 @@ class TurnCredentials:
                 meter.responses,
             )
         return result.model_copy(update={"usage": meter.usage, "cost_usd": cost})
+
+    def begin_turn(self, budget: float | None, model: str) -> None:
+        """These credentials, kept with a harness process from an earlier turn, serve a new one:
+        call :meth:`apply` next (it binds the turn's keys under the same tokens and sockets)."""
+        if self.proxy is not None:
+            self.proxy.begin_turn(budget, model)
+
+    def end_turn(self) -> None:
+        """The turn is over and its harness process is kept: no key or token stays bound (the
+        process's requests are refused until :meth:`begin_turn` and :meth:`apply`); the servers keep
+        their addresses. Calls still waiting for a person are denied."""
+        self.end_waits()
+        if self.proxy is not None:
+            self.proxy.end_turn()
+        self.git.forget()
+
+    @property
+    def keepable(self) -> bool:
+        """Whether a process using these may be kept between turns: no stdio MCP server was started
+        for it (those hold their secrets for the process's life)."""
+        return not self.mcp.active
 
     async def start(self) -> None:
         """Serve the git broker now (its socket is made here) and the proxy in the background."""

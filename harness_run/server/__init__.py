@@ -25,9 +25,10 @@ from harness_run.server._policy import ServerPolicy
 from harness_run.server._sandbox import SandboxAccess
 from harness_run.server._serve import open_server_store, serve
 from harness_run.server._spend import period_start, spent_by
-from harness_run.server._state import ServerState
+from harness_run.server._state import AGENT_NICE, ServerState, WarmOptions
 
 __all__ = [
+    "AGENT_NICE",
     "ROUTES",
     "SECRET_ENV",
     "CachedKeys",
@@ -37,6 +38,7 @@ __all__ = [
     "ServerPolicy",
     "ServerState",
     "ServiceSettings",
+    "WarmOptions",
     "check_key",
     "create_key",
     "default_service_account",

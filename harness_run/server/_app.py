@@ -8,9 +8,7 @@ aliases over the same handlers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from aiohttp import web
@@ -20,7 +18,6 @@ from harness_run.errors import (
     SessionBusyError,
     redact,
 )
-from harness_run.events import AgentEvent
 from harness_run.runtime import Session
 from harness_run.runtime.http import (
     CreateSession,
@@ -37,7 +34,6 @@ from harness_run.runtime.http import (
     TurnRequest,
     TurnStarted,
     WorkspaceRequest,
-    event_id,
     parse_event_id,
 )
 from harness_run.runtime.local import LocalEngine
@@ -45,10 +41,9 @@ from harness_run.server._access import CALLER, grants, may_see, require
 from harness_run.server._approval_routes import decide, get_approval, list_approvals
 from harness_run.server._boxes import add_box_routes
 from harness_run.server._dashboard import add_dashboard
-from harness_run.server._errors import Handler, error, guard_errors, json_response, read_body
 from harness_run.server._keys import KeyStore, server_secret
 from harness_run.server._limits import TooManyStreams, stream_limits
-from harness_run.server._middleware import access, authenticate, trace
+from harness_run.server._middleware import access, authenticate, guard_errors, trace
 from harness_run.server._openapi import openapi_document
 from harness_run.server._policy import served_spec
 from harness_run.server._request import (
@@ -65,6 +60,7 @@ from harness_run.server._spend import KeySpend, period_start
 from harness_run.server._state import ServerState
 from harness_run.store import ApprovalStore, EngineRecord, SessionRecord
 from harness_run.vocab.version import __version__
+from harness_run.web import Handler, error, json_response, new_app, read_body, stream_events
 
 __all__ = ["make_app"]
 
@@ -277,7 +273,7 @@ async def _start_turn(request: web.Request) -> web.StreamResponse:
             TurnStarted(session_id=session.session_id, turn=run.turn, message_id=run.message_id)
         )
     events = server_state(request).events(session, (run.turn, -1), until_result=True)
-    return await _stream(request, events)
+    return await stream_events(request, events)
 
 
 def _turn_budget(session: Session, config: dict[str, Any] | None) -> float | None:
@@ -344,31 +340,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
     except TooManyStreams as exc:
         return exc.response()
     with held:
-        return await _stream(request, server_state(request).events(session, after))
-
-
-async def _stream(request: web.Request, events: AsyncGenerator[AgentEvent | None]) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    )
-    await response.prepare(request)
-    try:
-        async for event in events:
-            if event is None:
-                await response.write(b": keepalive\n\n")
-                continue
-            head = f"event: {event.type}\n"  # a delta moves no resume point: no id
-            if event.type != "delta":
-                head = f"id: {event_id(event.turn, event.seq)}\n{head}"
-            await response.write(f"{head}data: {event.model_dump_json()}\n\n".encode())
-        with contextlib.suppress(ConnectionResetError):
-            await response.write_eof()
-    except ConnectionResetError:
-        pass  # the client went away; it resumes with Last-Event-ID
-    finally:
-        with contextlib.suppress(Exception):
-            await events.aclose()
-    return response
+        return await stream_events(request, server_state(request).events(session, after))
 
 
 # --- the app ------------------------------------------------------------------------------------
@@ -410,9 +382,7 @@ def make_app(
     ``secret``, default :func:`server_secret`), and the web dashboard at ``/``. ``allow_exec``: let
     ``exec``-scoped keys run commands on engines whose agent shares this host (local engines). No
     CORS headers are sent: browsers on other origins cannot call it."""
-    app = web.Application(
-        middlewares=[trace, access, guard_errors, authenticate], client_max_size=16 * 1024 * 1024
-    )
+    app = new_app(trace, access, guard_errors, authenticate)
     app[STATE] = state
     app[KEYS] = keys
     app[SECRET] = secret if secret is not None else server_secret()

@@ -12,8 +12,8 @@ from aiohttp import web
 from harness_run.errors import ApprovalNotFoundError, UsageError
 from harness_run.runtime.http import ApprovalList, Decision
 from harness_run.server._access import CALLER
-from harness_run.server._errors import error, json_response, read_body
 from harness_run.server._request import approval_store, audit_log, server_state, session_of
+from harness_run.web import error, json_response, read_body
 
 __all__ = ["decide", "get_approval", "list_approvals"]
 

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 
 from harness_run.errors import SessionNotFoundError
 from harness_run.server._access import require
-from harness_run.server._errors import read_body
 from harness_run.server._state import ServerState
 from harness_run.spec import AgentSpec
+from harness_run.web import read_body
 
 __all__ = ["BoxRequest", "BoxResponse", "add_box_routes", "matching_engine"]
 

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from harness_run.server._errors import error
+from harness_run.web import error
 
 __all__ = [
     "AUTH_FAILURES",

@@ -1,5 +1,6 @@
-"""The server's middleware: a trace span per request, an access line per request (key id, never
-the key), and the API-key check (with the cool-down after repeated failures)."""
+"""The server's middleware: a trace span per request and errors as JSON (the HTTP kit's,
+:mod:`harness_run.web`), an access line per request (key id, never the key), and the API-key check
+(with the cool-down after repeated failures)."""
 
 from __future__ import annotations
 
@@ -11,35 +12,23 @@ from aiohttp import web
 
 from harness_run.server._access import CALLER
 from harness_run.server._dashboard import DASHBOARD_PATHS
-from harness_run.server._errors import Handler, error
 from harness_run.server._keys import check_key
 from harness_run.server._limits import auth_failures
 from harness_run.server._request import KEYS, SECRET
-from harness_run.vocab import telemetry
+from harness_run.web import Handler, error, error_middleware, route_of, trace_middleware
 
-__all__ = ["access", "authenticate", "route_of", "trace"]
+__all__ = ["access", "authenticate", "guard_errors", "trace"]
 
 _OPEN = frozenset({"/healthz", "/openapi.json", *DASHBOARD_PATHS})  # the dashboard's files hold no data
 access_log = logging.getLogger("harness_run.server.access")
 
 
-@web.middleware
-async def trace(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A server span per request, continuing the client's trace (W3C ``traceparent``); 5xx count
-    as errors in the metrics. Nothing at all when telemetry is off."""
-    return await telemetry.serve_request(
-        request.method,
-        route_of(request),
-        request.headers,
-        "harness_run.server",
-        lambda: handler(request),
-        errors_metric="harness_run.server.errors",
-    )
+trace = trace_middleware("harness_run.server", errors_metric="harness_run.server.errors")
+"""A server span per request, continuing the client's trace (W3C ``traceparent``); 5xx count as
+errors in the metrics. Nothing at all when telemetry is off."""
 
-
-def route_of(request: web.Request) -> str:
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "unmatched"
+guard_errors = error_middleware("server", "/openapi.json")
+"""Every failure of a request as an ``ErrorBody`` with its status, secret values redacted."""
 
 
 @web.middleware

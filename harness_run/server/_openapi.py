@@ -221,6 +221,8 @@ def _operation(
             **errors,
         },
     }
+    if request is not None:
+        op["responses"]["413"] = {"description": "the body is over 16 MiB", **errors}
     if path == "/healthz":
         op["security"] = []
         op["responses"] = {"200": ok}

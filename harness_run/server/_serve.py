@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from aiohttp import web
-
 from harness_run.errors import UsageError
-from harness_run.runtime.local import LocalEngine, default_workdir
+from harness_run.runtime.local import DEFAULT_IDLE_TTL, LocalEngine, default_workdir
 from harness_run.server._app import make_app
 from harness_run.server._hardening import (
     agent_uids_for_serve,
@@ -25,9 +22,10 @@ from harness_run.server._keys import CachedKeys, key_store, server_secret
 from harness_run.server._limits import GuardedRunner
 from harness_run.server._policy import ServerPolicy
 from harness_run.server._sandbox import SandboxAccess
-from harness_run.server._state import ServerState
+from harness_run.server._state import ServerState, WarmOptions
 from harness_run.spec import AgentSpec
 from harness_run.store import GcsStore, HistoryStore, SqliteStore, open_store
+from harness_run.web import listening
 
 __all__ = ["open_server_store", "serve"]
 
@@ -62,6 +60,8 @@ async def serve(
     allow_exec: bool = False,
     policy: ServerPolicy | None = None,
     agent_uids: str | None = None,
+    warm_pool: int = 0,
+    idle_ttl: float | None = None,
 ) -> None:
     """Serve ``specs`` and the engines of ``store`` named in ``engines`` (every recorded one with
     ``serve_recorded``) on ``host:port`` until SIGTERM/SIGINT; then stop the running turns (their
@@ -71,7 +71,8 @@ async def serve(
     callers may change (default :class:`ServerPolicy`'s: only tightening). ``agent_uids``
     (``--agent-uids FIRST-LAST|off``; default: a uid per session when this process may switch
     users): local engines' agents run as a uid of their own per session; a server that cannot
-    switch users refuses local engines unless it is ``off`` (``_hardening.check_local_agents``)."""
+    switch users refuses local engines unless it is ``off`` (``_hardening.check_local_agents``).
+    ``warm_pool``/``idle_ttl``: local engines' warm harness processes (``local.deploy``'s)."""
     started = time.monotonic()
     undumpable = make_undumpable()  # before any secret is read: /proc/<server> is closed to agents
     if not store:
@@ -92,7 +93,10 @@ async def serve(
     # per request would also be too slow: a revoked key stops within KEY_CACHE_SECONDS
     keys = CachedKeys(keys, KEY_CACHE_SECONDS)
     try:
-        state = ServerState(history, workdir, list(specs), sandbox=sandbox, policy=policy, agent_user=uids)
+        warm = WarmOptions(warm_pool=warm_pool, idle_ttl=DEFAULT_IDLE_TTL if idle_ttl is None else idle_ttl)
+        state = ServerState(
+            history, workdir, list(specs), sandbox=sandbox, policy=policy, agent_user=uids, warm=warm
+        )
     except BaseException:
         history.close()
         raise
@@ -100,6 +104,10 @@ async def serve(
         _choose(state, {spec.name for spec in specs}, set(engines), serve_recorded)
         local = [name for name, engine in state.engines.items() if isinstance(engine, LocalEngine)]
         check_local_agents(local, uids, agent_uids)
+        for name in local:  # warm pools start filling now, in this loop (their processes belong to it)
+            engine = state.engines[name]
+            assert isinstance(engine, LocalEngine)
+            engine.fill_soon()
     except BaseException:
         await state.close()
         history.close()
@@ -115,28 +123,19 @@ async def serve(
             "no engine to serve: pass --spec FILE, or name an engine of this store with --engine NAME "
             f"(or --serve-recorded for all of them){skipped}"
         )
-    runner = GuardedRunner(  # request heads time out, connections are capped (_limits)
-        make_app(state, keys, secret=secret, allow_exec=allow_exec),
-        handle_signals=False,
-        access_log=None,
-        shutdown_timeout=3.0,
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
-    bound = _bound_port(runner, port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying it is ready: a SIGTERM then stops it cleanly
-        loop.add_signal_handler(sig, stop.set)
-    log.info("harness-run server on http://%s:%d (ready in %.2f s)", host, bound, time.monotonic() - started)
-    if ready is not None:
-        ready(bound)
-    try:
-        await stop.wait()
+    app = make_app(state, keys, secret=secret, allow_exec=allow_exec)
+    try:  # request heads time out, connections are capped (GuardedRunner, _limits)
+        async with listening(app, host=host, port=port, runner_type=GuardedRunner) as site:
+            log.info(
+                "harness-run server on http://%s (ready in %.2f s)", site.where, time.monotonic() - started
+            )
+            if ready is not None:
+                ready(site.port)
+            try:
+                await site.stop.wait()
+            finally:
+                await state.close()
     finally:
-        await state.close()
-        await runner.cleanup()
         with contextlib.suppress(Exception):
             history.close()
 
@@ -165,10 +164,3 @@ def _log_private(changed: list[Path], root: Path) -> None:
         shown = ", ".join(str(p.relative_to(root)) if p != root else str(root) for p in changed[:5])
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
         log.info("store %s: took group/other permissions off %s%s", root, shown, more)
-
-
-def _bound_port(runner: web.AppRunner, default: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:  # pyright: ignore[reportUnknownArgumentType]
-            return int(address[1])  # pyright: ignore[reportUnknownArgumentType]
-    return default

@@ -14,24 +14,38 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness_run import telemetry
 from harness_run.errors import HarnessRunError, SessionNotFoundError, UsageError
 from harness_run.events import AgentEvent, DeltaEvent, ResultEvent
 from harness_run.runtime import AgentUser, Engine, Run, Session
-from harness_run.runtime.local import AgentUids, LocalEngine
+from harness_run.runtime.local import DEFAULT_IDLE_TTL, AgentUids, LocalEngine
 from harness_run.server._cloudrun import refuse_local_engines_on_cloud_run
 from harness_run.server._follow import POLL, Stamp, Watches, stored_after
 from harness_run.server._policy import ServerPolicy
 from harness_run.server._sandbox import FLAGS, SandboxAccess
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore
-from harness_run.vocab import telemetry
 
-__all__ = ["ServerState"]
+__all__ = ["ServerState", "WarmOptions"]
 
 log = logging.getLogger("harness_run.server")
+
+
+AGENT_NICE = 10
+"""How far below the server's CPU priority its local engines' agents run: a burst of CLI start-ups
+(each ~0.5 CPU-second) must not starve the event loop that answers every other request."""
+
+
+@dataclass(frozen=True, slots=True)
+class WarmOptions:
+    """Warm harness processes of the served local engines (``serve --warm-pool``, ``--idle-ttl``)."""
+
+    warm_pool: int = 0
+    idle_ttl: float = DEFAULT_IDLE_TTL
 
 
 class ServerState:
@@ -52,7 +66,10 @@ class ServerState:
         sandbox: SandboxAccess | None = None,
         agent_user: AgentUser | AgentUids | None = None,
         policy: ServerPolicy | None = None,
+        warm: WarmOptions | None = None,
     ) -> None:
+        self._warm = warm if warm is not None else WarmOptions()
+        """Local engines' warm harness processes (``serve --warm-pool``, ``--idle-ttl``)."""
         self.policy = policy if policy is not None else ServerPolicy()
         """What callers may change (``serve --policy``): checked before a session or turn starts."""
         self._agent_user = agent_user  # local engines' agents: that uid, or one uid per session
@@ -89,7 +106,15 @@ class ServerState:
         telemetry.add("harness_run.server.engines", len(self.engines))
 
     def _local(self, spec: AgentSpec) -> Engine:
-        return LocalEngine(spec, workdir=self.workdir, store=self.store, agent_user=self._agent_user)
+        return LocalEngine(
+            spec,
+            workdir=self.workdir,
+            store=self.store,
+            agent_user=self._agent_user,
+            idle_ttl=self._warm.idle_ttl,
+            warm_pool=self._warm.warm_pool,
+            agent_nice=AGENT_NICE,
+        )
 
     def _recorded(self, record: EngineRecord) -> Engine | None:
         if record.runtime == "local":

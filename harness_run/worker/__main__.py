@@ -22,7 +22,7 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from harness_run.vocab import telemetry
+    from harness_run import telemetry
     from harness_run.worker._agent_net import confine_agent_network
     from harness_run.worker._app import load_spec, serve
     from harness_run.worker._privileges import drop_privileges

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from harness_run import __version__, _launch
 from harness_run.cli._prespawn import cache_flags
 from harness_run.harness.claude_code import ClaudeCodeDriver
 from harness_run.store import SqliteStore
 from harness_run.testing import ScriptedModel, shell, text
-from harness_run.vocab import launch_cache
 
 from ._helpers import EXE, processes_with, run_console
 
@@ -57,7 +57,7 @@ class Cli:
             "HARNESS_RUN_HOME": str(self.workdir),
             "HARNESS_RUN_CLAUDE_BIN": str(wrapper),
         }
-        self.env.pop(launch_cache.TURN_ENV, None)
+        self.env.pop(_launch.TURN_ENV, None)
 
     def argv(self, prompt: str = "do it") -> list[str]:
         return [EXE, "run", str(self.spec), prompt, "--json", "--secret", "DEPLOY_TOKEN"]
@@ -161,7 +161,7 @@ def test_a_changed_spec_flag_or_stale_entry_misses_and_a_corrupt_one_is_ignored(
     assert (code, events[-1]["result"]["text"]) == (0, "done"), stderr
     assert "Traceback" not in stderr
     assert cli.spawns() == 2
-    assert launch_cache.load(entry) is not None  # written again
+    assert _launch.load(entry) is not None  # written again
 
     stale = json.loads(entry.read_text())  # out of date (as after a library change): stopped, relaunched
     stale["env"]["CLAUDE_CODE_MAX_RETRIES"] = "7"
@@ -169,7 +169,7 @@ def test_a_changed_spec_flag_or_stale_entry_misses_and_a_corrupt_one_is_ignored(
     code, events, stderr = cli.run()
     assert (code, events[-1]["result"]["text"]) == (0, "done"), (stderr, events[-1]["result"])
     assert cli.spawns() == 4  # the one spawned first, and the one launched with the validated plan
-    fixed = launch_cache.load(entry)
+    fixed = _launch.load(entry)
     assert fixed is not None and fixed.env["CLAUDE_CODE_MAX_RETRIES"] == "2"
     assert not processes_with(str(cli.workdir))
 
@@ -209,8 +209,9 @@ def test_a_spec_that_fails_validation_after_the_spawn_leaves_no_process(
     # a spec this library refuses, with an entry (as one an earlier library could have written)
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPEC + "max_turns: -3\n")
-    key = launch_cache.cache_key(bad.resolve(), bad.read_bytes(), cache_flags(None, ["DEPLOY_TOKEN"]))
-    launch_cache.entry_path(cli.workdir, key).write_bytes((cli.workdir / "launch-cache" / name).read_bytes())
+    flags = cache_flags(None, ["DEPLOY_TOKEN"])
+    key = _launch.cache_key(bad.resolve(), bad.read_bytes(), flags, version=__version__)
+    _launch.entry_path(cli.workdir, key).write_bytes((cli.workdir / "launch-cache" / name).read_bytes())
     cli.spec = bad
     code, _, stderr = cli.run()
     assert code == 2 and "max_turns" in stderr and "Traceback" not in stderr, stderr
@@ -281,14 +282,14 @@ def test_a_process_spawned_before_the_event_loop_is_adopted_with_its_stdin_and_e
     come back as from ``asyncio.create_subprocess_exec``, signals as negative codes."""
     import asyncio
 
-    from harness_run.runtime import adopt
+    from harness_run._launch import adopt
 
     data = os.urandom(150_000).hex().encode()  # 300 KB: several pipe buffers
     env = {"PATH": os.environ["PATH"]}
-    cat = launch_cache.spawn_raw(["cat"], cwd=str(tmp_path), env=env, stdin=data)
+    cat = _launch.spawn_raw(["cat"], cwd=str(tmp_path), env=env, stdin=data)
     assert cat.pending and cat.stdin is not None
-    sleeper = launch_cache.spawn_raw(["sleep", "30"], cwd=None, env=env, keep_stdin_open=True)
-    pwd = launch_cache.spawn_raw(["sh", "-c", "pwd; exit 3"], cwd=str(tmp_path), env=env)
+    sleeper = _launch.spawn_raw(["sleep", "30"], cwd=None, env=env, keep_stdin_open=True)
+    pwd = _launch.spawn_raw(["sh", "-c", "pwd; exit 3"], cwd=str(tmp_path), env=env)
 
     async def main() -> tuple[bytes, int, int, bytes, int]:
         proc = await adopt(cat)
@@ -307,4 +308,4 @@ def test_a_process_spawned_before_the_event_loop_is_adopted_with_its_stdin_and_e
     assert where.decode().strip() == str(tmp_path) and three == 3
     assert os.getcwd() != str(tmp_path)  # the spawn changed directory only around itself
     with pytest.raises(FileNotFoundError):
-        launch_cache.spawn_raw(["no-such-binary-hr"], cwd=None, env=env)
+        _launch.spawn_raw(["no-such-binary-hr"], cwd=None, env=env)

@@ -12,6 +12,7 @@ import pytest
 from harness_run import local
 from harness_run.errors import SessionBusyError
 from harness_run.events import ToolUseEvent, UserEvent
+from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel, shell, text
 
 from ._helpers import claude_descendants, model_secrets, processes_with, wait_until
@@ -30,14 +31,20 @@ def long_command(seconds: int) -> tuple[str, str]:
     return marker, f"bash -c '{marker}; echo finished'"
 
 
-async def assert_no_leftovers(marker: str) -> None:
-    """Neither the long command nor any claude process under this test process is alive."""
+async def assert_no_leftovers(marker: str, *engines: LocalEngine) -> None:
+    """Neither the long command nor any claude process under this test process is alive, but the
+    ones ``engines`` keep for their sessions' next turns (reported by ``warm_processes()``)."""
+    kept = {w.pid for engine in engines for w in engine.warm_processes()}
+
+    def stray() -> dict[int, str]:
+        return {pid: cmd for pid, cmd in claude_descendants().items() if pid not in kept}
+
     for _ in range(60):  # processes being stopped get a moment
-        if not processes_with(marker) and not claude_descendants():
+        if not processes_with(marker) and not stray():
             break
         await asyncio.sleep(0.05)
     assert processes_with(marker) == {}
-    assert claude_descendants() == {}
+    assert stray() == {}
 
 
 @pytest.mark.parametrize("how", ["interrupt", "cancel", "timeout"])
@@ -90,7 +97,8 @@ async def test_a_turn_stopped_mid_way_leaves_no_orphans_and_the_session_usable(
     assert after.text == "back to normal"
     assert after.turn == 2
     assert [t.result.stop_reason for t in session.history() if t.result] == [result.stop_reason, "completed"]
-    await assert_no_leftovers(marker)
+    assert [w.session_id for w in engine.warm_processes()] == [session.session_id]  # kept for turn 3
+    await assert_no_leftovers(marker, engine)
 
 
 async def test_close_with_kill_ends_running_turns_at_once_and_the_history_keeps_them(
@@ -143,4 +151,4 @@ async def test_run_while_busy_raises_and_send_steers_the_running_turn(
         in (second.tool_results[-1])
     )
     assert session.history()[0].steers == ["STEER: also mention zebras"]
-    await assert_no_leftovers(marker)
+    await assert_no_leftovers(marker, engine)

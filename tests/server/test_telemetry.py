@@ -154,7 +154,7 @@ def test_telemetry_off_costs_nothing_and_sends_no_header() -> None:
 
     code = (
         "import sys\n"
-        "from harness_run.vocab import telemetry\n"
+        "from harness_run import telemetry\n"
         "import harness_run, harness_run.local, harness_run.server\n"
         "h = telemetry.inject({})\n"
         "with telemetry.span('x') as s: pass\n"

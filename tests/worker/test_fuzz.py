@@ -99,14 +99,14 @@ def test_bad_requests_get_json_4xx_errors_and_exec_does_not_wait_for_background_
     routes = [f"{worker.url}/v1/turns", f"{worker.url}/v1/turns/t1/steer", f"{worker.url}/v1/exec"]
 
     deep = ("[" * 100_000 + "]" * 100_000).encode()
-    body = assert_error(call(routes[0], body=deep), 400)
+    body = assert_error(call(routes[0], body=deep), 422)
     assert "nests too deeply" in body["message"]
     body = assert_error(
-        call(routes[2], body=json.dumps({"session_id": sid, "command": ["ls"]}).encode()), 400
+        call(routes[2], body=json.dumps({"session_id": sid, "command": ["ls"]}).encode()), 422
     )
     assert body["field"] == "command"
-    assert "not JSON" in assert_error(call(routes[2], body=b"\xff\xfe"), 400)["message"]
-    assert "JSON object" in assert_error(call(routes[2], body=b"[1, 2]"), 400)["message"]
+    assert "not JSON" in assert_error(call(routes[2], body=b"\xff\xfe"), 422)["message"]
+    assert "JSON object" in assert_error(call(routes[2], body=b"[1, 2]"), 422)["message"]
     assert assert_error(call(f"{worker.url}/v1/nowhere"), 404)["error"] == "not_found"
     assert assert_error(call(routes[2], method="GET"), 405)["error"] == "method_not_allowed"
     assert assert_error(call(routes[2], body=b" " * (17 * 1024 * 1024)), 413)["error"] == "too_large"

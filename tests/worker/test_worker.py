@@ -152,8 +152,8 @@ async def test_events_are_flushed_during_the_turn_and_the_stream_resumes_exactly
             assert resp.headers["Content-Type"].startswith("text/event-stream")
             first = await resp.content.readuntil(b"\n\n")
             second = await resp.content.readuntil(b"\n\n")
-        assert first.startswith(b"id: 0\nevent: user\ndata: ")
-        assert second.startswith(b"id: 1\n")
+        assert first.startswith(b"id: 1:0\nevent: user\ndata: ")  # <turn>:<seq>, as the team server's
+        assert second.startswith(b"id: 1:1\n")
         rest = await collect(client, info.turn_id, after=1)  # resume from seq 1
         everything = await collect(client, info.turn_id)
     # the live stream had the answer's text deltas; a finished turn replays none
@@ -166,11 +166,15 @@ async def test_events_are_flushed_during_the_turn_and_the_stream_resumes_exactly
 
     # Last-Event-ID and ?after= give exactly the missing events of a finished turn
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        for kwargs in ({"headers": {"Last-Event-ID": "3"}}, {"params": {"after": "3"}}):
+        for kwargs in (
+            {"headers": {"Last-Event-ID": "1:3"}},
+            {"params": {"after": "1:3"}},
+            {"headers": {"Last-Event-ID": "3"}},  # a bare seq, as clients before the one id scheme sent
+        ):
             async with http.get(f"{worker.url}/v1/turns/{info.turn_id}/events", **kwargs) as resp:
                 body = (await resp.read()).decode()
-            ids = [int(line[4:]) for line in body.splitlines() if line.startswith("id: ")]
-            assert ids == list(range(4, len(everything)))
+            ids = [line[4:] for line in body.splitlines() if line.startswith("id: ")]
+            assert ids == [f"1:{seq}" for seq in range(4, len(everything))]
     assert store.read_events(sid, 1) == [parse_event(e) for e in everything]
 
 
@@ -204,17 +208,17 @@ async def test_the_same_turn_id_is_idempotent_and_a_second_turn_gets_409(
     assert prompts and not any("second" in p or "third" in p for p in prompts)
 
 
-async def test_bad_bodies_get_400_naming_the_field(
+async def test_bad_bodies_get_422_naming_the_field(
     start_worker: WorkerFactory, sqlite_url: str, model: ScriptedModel
 ) -> None:
     worker = start_worker(sqlite_url)
     sid = new_session(sqlite_url)
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         async with http.post(f"{worker.url}/v1/turns", json={"turn_id": "t", "session_id": sid}) as resp:
-            assert resp.status == 400
+            assert resp.status == 422
             assert (await resp.json())["field"] == "prompt"
         async with http.post(f"{worker.url}/v1/turns", data=b"{not json") as resp:
-            assert resp.status == 400
+            assert resp.status == 422
         bad = turn(sid, "x", model, secrets={"UNDECLARED": "value-123456"}).model_dump()
         async with http.post(f"{worker.url}/v1/turns", json=bad) as resp:
             assert resp.status == 400

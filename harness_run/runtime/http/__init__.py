@@ -1,10 +1,12 @@
-"""Engines served by ``harness-run serve``: the thin client (:func:`connect` -> :class:`HttpEngine`)
+"""Engines served by ``harness-run serve``: the thin client (:func:`connect` -> :class:`HttpEngine`),
+the reader of a server's sessions (:class:`ServerHistory`; ``ServerStore`` is its deprecated name)
 and the server's wire models, which the server (``harness_run.server``) imports from here.
 
 aiohttp is imported when an event stream is opened, not by importing this package.
 """
 
-from harness_run.runtime.http._engine import HttpEngine, ServerStore, connect
+from harness_run.runtime.http._engine import HttpEngine, connect
+from harness_run.runtime.http._history import ServerHistory, ServerStore
 from harness_run.runtime.http._protocol import (
     ApprovalList,
     CreateSession,
@@ -40,6 +42,7 @@ __all__ = [
     "HttpEngine",
     "Interrupted",
     "KeyInfo",
+    "ServerHistory",
     "ServerStore",
     "SessionList",
     "SteerRequest",

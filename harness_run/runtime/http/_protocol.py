@@ -22,6 +22,7 @@ from harness_run.runtime.remote import ExecResponse as ExecOutput
 from harness_run.runtime.remote import InterruptResponse as Interrupted
 from harness_run.runtime.remote import SteerResponse as Steered
 from harness_run.store import ApprovalRecord, EngineRecord, SessionRecord, TurnRecord
+from harness_run.web import event_id, parse_event_id
 
 __all__ = [
     "ApprovalList",
@@ -147,20 +148,3 @@ class EngineList(_Body):
 
 class TurnList(_Body):
     turns: list[TurnRecord]
-
-
-def event_id(turn: int, seq: int) -> str:
-    """The SSE id of an event: ``<turn>:<seq>``, ordered by (turn, seq) within a session."""
-    return f"{turn}:{seq}"
-
-
-def parse_event_id(raw: str | None) -> tuple[int, int]:
-    """The (turn, seq) cursor of an SSE id (``"-1"``, ``""`` or None: before everything).
-    Raises ValueError for anything else."""
-    text = (raw or "").strip()
-    if text in ("", "-1"):
-        return (0, -1)
-    turn, sep, seq = text.partition(":")
-    if not sep:
-        return (int(turn), 1 << 62)  # "<turn>": after that whole turn
-    return (int(turn), int(seq))

@@ -1,16 +1,17 @@
 """The client's HTTP plumbing: blocking JSON calls (stdlib urllib, for the synchronous parts of the
-Session API) and an SSE reader (aiohttp) that resumes with ``Last-Event-ID``."""
+Session API) and the event streams, through the HTTP kit's SSE client
+(:func:`harness_run.web.follow_events`: aiohttp, re-connecting with ``Last-Event-ID``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from harness_run.errors import (
     InfrastructureError,
@@ -21,19 +22,14 @@ from harness_run.errors import (
     SpecIssue,
     UsageError,
 )
-from harness_run.vocab.telemetry import inject
-
-if TYPE_CHECKING:
-    import aiohttp
+from harness_run.telemetry import inject
+from harness_run.web import follow_events, read_error
 
 __all__ = ["IDENTITY_TOKEN_ENV", "Wire"]
 
 IDENTITY_TOKEN_ENV = "HARNESS_RUN_IDENTITY_TOKEN"
 """A Google identity token for a private Cloud Run service (``gcloud auth print-identity-token``):
 sent as ``X-Serverless-Authorization`` beside the API key."""
-
-_RECONNECT_FOR = 10.0
-_READ_TIMEOUT = 60.0  # the server sends a keep-alive comment every second while idle
 
 
 class Wire:
@@ -76,86 +72,43 @@ class Wire:
         return await asyncio.to_thread(self.call, method, path, body, **kw)
 
     def error(self, status: int, text: str) -> Exception:
-        try:
-            parsed: object = json.loads(text)
-        except ValueError:
-            parsed = None
-        fields = cast(dict[str, Any], parsed) if isinstance(parsed, dict) else {}
-        message = str(fields.get("message") or text[:500])
+        body = read_error(text)
+        message = body.message
         if status == 401:
             return UsageError(f"the server at {self.base_url} refused the API key (HTTP 401): {message}")
         if status == 404:
             return SessionNotFoundError(message)
         if status == 403:
-            allow = fields.get("allow")
             return PermissionDeniedError(
-                f"the server refused: {message}" + (f" (allowed by: {allow})" if allow else ""),
-                field=str(fields["field"]) if fields.get("field") else None,
-                allow=str(allow) if allow else None,
+                f"the server refused: {message}" + (f" (allowed by: {body.allow})" if body.allow else ""),
+                field=body.field,
+                allow=body.allow,
             )
         if status == 409:
             return SessionBusyError(message)
         if status == 422:
-            return SpecError([SpecIssue(str(fields.get("field") or ""), message)])
+            return SpecError([SpecIssue(body.field or "", message)])
         if status < 500:
             return UsageError(message)
-        code = str(fields["error"]) if fields.get("error") else None
         return InfrastructureError(
-            f"the server at {self.base_url} answered HTTP {status}: {message}", status=status, code=code
+            f"the server at {self.base_url} answered HTTP {status}: {message}",
+            status=status,
+            code=body.error or None,
         )
 
     async def events(self, path: str, after: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(id, event JSON) of an SSE stream after the id ``after``, live; a dropped connection is
-        resumed with ``Last-Event-ID`` for up to 10 s. Ends when the server ends the stream."""
-        import aiohttp
-
+        """(id, event JSON) of an SSE stream after the id ``after``, live, until the caller stops
+        reading; a dropped connection is resumed with ``Last-Event-ID`` for up to
+        :data:`~harness_run.web.RECONNECT_FOR` seconds (the HTTP kit's policy)."""
         last = after
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=_READ_TIMEOUT)
-        deadline: float | None = None
-        while True:
-            headers = inject({**self._headers, "Accept": "text/event-stream", "Last-Event-ID": last})
-            try:
-                async with (
-                    aiohttp.ClientSession() as http,
-                    http.get(f"{self.base_url}{path}", headers=headers, timeout=timeout) as answer,
-                ):
-                    if answer.status != 200:
-                        raise self.error(answer.status, await answer.text())
-                    deadline = None
-                    async for seq, data in _sse(answer.content):
-                        last = seq or last
-                        yield last, json.loads(data)
-                    return
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                now = time.monotonic()
-                deadline = deadline or now + _RECONNECT_FOR
-                if now >= deadline:
-                    raise InfrastructureError(
-                        f"lost the event stream from {self.base_url} ({type(exc).__name__}) and could not "
-                        f"re-connect for {_RECONNECT_FOR:g} s",
-                        retryable=True,
-                    ) from None
-            await asyncio.sleep(0.2)
-
-
-async def _sse(stream: aiohttp.StreamReader) -> AsyncIterator[tuple[str | None, str]]:
-    """(id, data) of each server-sent event in a response body; comments are skipped."""
-    buffer = b""
-    data: list[str] = []
-    seq: str | None = None
-    async for chunk in stream.iter_any():
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if not line:
-                if data:
-                    yield seq, "\n".join(data)
-                data, seq = [], None
-            elif not line.startswith(":"):
-                name, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if name == "data":
-                    data.append(value)
-                elif name == "id":
-                    seq = value
+        stream = follow_events(
+            f"{self.base_url}{path}",
+            refused=self.error,
+            lost=f"the event stream from the server at {self.base_url}",
+            headers=self._headers,
+            last_id=after or None,
+        )
+        async with contextlib.aclosing(stream):
+            async for frame in stream:
+                last = frame.id or last
+                yield last, json.loads(frame.data)

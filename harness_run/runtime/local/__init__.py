@@ -20,10 +20,13 @@ from harness_run.runtime.local._prune import (
     workspace_ttl,
 )
 from harness_run.runtime.local._spawn_first import SpawnFirst
+from harness_run.runtime.local._warm import DEFAULT_IDLE_TTL, DEFAULT_MAX_IDLE, WarmProcess
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces, resolve_workdir
 
 __all__ = [
     "DEFAULT_AGENT_UIDS",
+    "DEFAULT_IDLE_TTL",
+    "DEFAULT_MAX_IDLE",
     "DEFAULT_POOL_AFTER",
     "DEFAULT_WORKSPACE_TTL",
     "AgentUids",
@@ -32,6 +35,7 @@ __all__ = [
     "SessionPaths",
     "SpawnFirst",
     "TurnEnv",
+    "WarmProcess",
     "Workspaces",
     "check_host_egress",
     "default_workdir",

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import logging
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -13,27 +14,34 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
+from harness_run import telemetry
 from harness_run.errors import HarnessRunError, RunError, StoreError, UsageError, redact
 from harness_run.events import AgentEvent, ResultEvent, RunResult, SetupEvent, UserEvent
 from harness_run.harness import HarnessDriver, TurnContext, get_driver
 from harness_run.runtime._agent_user import AgentUser
-from harness_run.runtime._engine import EngineBase
-from harness_run.runtime._process import TurnProcess
+from harness_run.runtime._process import TurnProcess, end_kept
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
+from harness_run.runtime._stored import StoredEngine
 from harness_run.runtime._tracing import ToolSpans
 from harness_run.runtime._workspace import WorkspaceLock, check_workspace
 from harness_run.runtime.local._agent_uids import AgentUids, UidRegistry
 from harness_run.runtime.local._egress import check_host_egress
 from harness_run.runtime.local._exec import run_command
-from harness_run.runtime.local._git import Delivery
 from harness_run.runtime.local._lease import LeaseKeeper, finish_orphan, lease_seconds, new_holder
 from harness_run.runtime.local._pool import DEFAULT_POOL_AFTER
+from harness_run.runtime.local._results import complete_result, store_failed
 from harness_run.runtime.local._settings import turn_settings
 from harness_run.runtime.local._spawn_first import SpawnFirst, warm_up
 from harness_run.runtime.local._steps import WorkspaceSteps
+from harness_run.runtime.local._warm import (
+    DEFAULT_IDLE_TTL,
+    DEFAULT_MAX_IDLE,
+    WarmProcesses,
+    check_warm,
+    fingerprint,
+)
+from harness_run.runtime.local._warm_engine import Held, WarmHarnesses
 from harness_run.runtime.local._workspace import (
     SessionPaths,
     Workspaces,
@@ -49,14 +57,15 @@ from harness_run.security import (
     secret_forms,
     secret_values,
 )
-from harness_run.spec import AgentSpec, WorkspaceOptions
+from harness_run.spec import AgentSpec, SessionConfig, WorkspaceOptions
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, SqliteStore, TurnRecord, engine_view
-from harness_run.vocab import telemetry
-from harness_run.vocab.pricing import price
 from harness_run.vocab.version import __version__
 from harness_run.vocab.workdir import default_workdir
 
 __all__ = ["LocalEngine", "TurnEnv", "default_workdir", "spec_version", "turn_settings"]
+
+_log = logging.getLogger("harness_run.runtime")
+
 
 TurnEnv = Callable[[AgentSpec, Mapping[str, str]], Mapping[str, str]]
 """Extra variables for a turn's process, from its effective spec and secrets (the worker's Vertex mode)."""
@@ -68,7 +77,7 @@ def spec_version(spec: AgentSpec) -> str:
     return hashlib.sha256(f"{__version__}\n{body}".encode()).hexdigest()[:12]
 
 
-class LocalEngine(WorkspaceSteps, EngineBase):
+class LocalEngine(WarmHarnesses, WorkspaceSteps, StoredEngine):
     """An agent deployed on this machine (an :class:`~harness_run.runtime.Engine`): each turn is a
     harness CLI subprocess in a per-session workspace under ``workdir``; history in its store (the
     workdir's SQLite store unless ``store`` is given; a given store is the caller's to close).
@@ -92,6 +101,10 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         pool_after: float = DEFAULT_POOL_AFTER,
         agent_user: AgentUser | AgentUids | None = None,
         egress_enforced: bool = False,
+        idle_ttl: float = DEFAULT_IDLE_TTL,
+        max_idle_processes: int = DEFAULT_MAX_IDLE,
+        warm_pool: int = 0,
+        agent_nice: int = 0,
     ) -> None:
         if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
@@ -120,12 +133,40 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self._unstored: dict[tuple[str, int], str] = {}
         """Turns of this engine that ended but could not be stored -> their holder (for the retry)."""
         self._first: SpawnFirst | None = None
+        self._warm = WarmProcesses(check_warm(idle_ttl, max_idle_processes, warm_pool), max_idle_processes)
+        """Harness processes kept between a session's turns, and the pool (``_warm.py``)."""
+        self.warm_pool = warm_pool
+        """Harness processes kept started for sessions to come (``fill_pool``)."""
+        self._filling: asyncio.Task[None] | None = None
+        self.agent_nice = agent_nice
+        """The harness processes run this much below this process's CPU priority (``serve``: 10)."""
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
         self.store.put_engine(
             EngineRecord(name=spec.name, version=self.version, spec=spec.to_dict(), created_at=time.time())
         )
+        self.fill_soon()  # deployed in an event loop: the pool starts filling now
 
     def __repr__(self) -> str:
         return f"<LocalEngine {self.name} version={self.version} workdir={self.workdir}>"
+
+    def start_session(
+        self,
+        config: SessionConfig | Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        branch: str | None = None,
+        base_branch: str | None = None,
+    ) -> Session:
+        """See :meth:`Engine.start_session`. With ``warm_pool``, a new session without an id, a
+        config or a branch takes a pooled harness process: its id is the pooled one's."""
+        self._check_open()
+        pooled = session_id is None and config is None and branch is None and base_branch is None
+        if pooled:
+            session_id = self._warm.claim()
+        session = super().start_session(config, session_id=session_id, branch=branch, base_branch=base_branch)
+        if session_id is None:  # the pool was empty: fill it now (a taken one refills after its turn)
+            self.fill_soon()
+        return session
 
     def spawn_first(self, link: SpawnFirst) -> None:
         """``harness-run run``'s link for the session it starts next: the harness it spawned from
@@ -159,6 +200,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
 
     def _delete_workspace(self, session_id: str) -> None:
         """The session's own folder goes; a shared workspace or a host directory stays."""
+        self._warm.end(session_id)
         self._on_close.pop(session_id, None)
         shutil.rmtree(self._workspaces.paths(session_id).root, ignore_errors=True)
         self._workspaces.release_user(session_id)
@@ -234,17 +276,31 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         paths = self._paths(session.session_id, session.record.config)
         lock = WorkspaceLock(paths.lock, f"session {session.session_id} turn {run.turn}")
         user = self._workspaces.user_for(paths)
-        creds = TurnCredentials(  # metered, budget enforced; sockets opened to the agent's uid
-            plan.spec.max_budget_usd,
-            plan.spec.model,
-            agent_uid=user.uid if user is not None else None,
-            proxy_socket=self._first.proxy_socket(session.session_id) if self._first else None,
-        )
+        turn = Held(warm=self._warm.take(session.session_id, run.turn - 1))
+        if turn.warm is not None:  # its credentials serve this turn: same tokens, this turn's keys
+            creds = turn.warm.creds
+            creds.begin_turn(plan.spec.max_budget_usd, plan.spec.model)
+        else:
+            creds = TurnCredentials(  # metered, budget enforced; sockets opened to the agent's uid
+                plan.spec.max_budget_usd,
+                plan.spec.model,
+                agent_uid=user.uid if user is not None else None,
+                proxy_socket=self._first.proxy_socket(session.session_id) if self._first else None,
+            )
+        parked = False
         try:
-            return await self._locked_turn(session, run, plan, keeper, lock, creds)
+            outcome = await self._locked_turn(session, run, plan, keeper, lock, creds, turn)
+            parked = self._park(session.session_id, turn, creds, outcome, run.turn)
+            return outcome
         finally:
             lock.release()
-            await creds.aclose()
+            if not parked:  # the turn's process (kept, or a warm one it took) ends with the turn
+                for left in {
+                    id(p.process): p for p in (turn.kept, turn.warm and turn.warm.spawned) if p
+                }.values():
+                    await asyncio.shield(end_kept(left))
+                await creds.aclose()
+            self.fill_soon()  # a pool a session took from refills now that its turn is over
 
     async def _locked_turn(
         self,
@@ -254,6 +310,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         keeper: LeaseKeeper,
         lock: WorkspaceLock,
         creds: TurnCredentials,
+        turn: Held,
     ) -> TurnOutcome:
         spec, secrets = plan.spec, plan.secrets
         if self._turn_env is not None:
@@ -290,6 +347,9 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 plain = user is None and self._turn_env is None and run.turn == 1
                 forms = secret_forms(values)
                 spawned = await self._first.launch(driver, ctx, launch, creds, forms, cacheable=plain)
+            keep = self._keeps(driver, launch, creds, values)
+            turn.fingerprint = fingerprint(launch, ctx.workspace) if keep else None
+            spawned = spawned or await self._adopt_warm(turn, launch)
             process = TurnProcess(
                 launch,
                 driver.parser(ctx),
@@ -300,6 +360,8 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 user=user,
                 hand_over=(ctx.workspace, ctx.home),
                 spawned=spawned,
+                keep=keep,
+                nice=self.agent_nice,
             )
             creds.ask_people(self.store, run, emit, ctx.workspace, process, keeper.nudge)  # spec.approvals
             await creds.start()  # after the adoption: the proxy never serves a process that was stopped
@@ -317,6 +379,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             with telemetry.span("harness_run.harness", harness=spec.harness) as tools.parent:
                 creds.trace_under(tools.parent)
                 result = creds.settle(await process.run())
+                turn.kept = process.kept
             tools.close()
             result = await self._after_turn_git(record, spec, secrets, result, run.turn)
         except asyncio.CancelledError:  # end the turn, store it, and tell the session
@@ -389,7 +452,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         A store fault (full disk, …) before the result event makes the turn's result an error naming
         it, and leaves the session at its previous turn, usable (never stuck ``running``)."""
         spec = plan.spec
-        result = self._complete_result(spec, record.session_id, run, result, started)
+        result = complete_result(spec, record.session_id, run, result, started)
         if ctx is not None:  # the harness's own files in the live home: no secret value left
             await asyncio.to_thread(redact_tree, ctx.home, secret_forms(values))
         native = driver.native_files(ctx) if ctx is not None else []
@@ -408,7 +471,7 @@ class LocalEngine(WorkspaceSteps, EngineBase):
                 await asyncio.to_thread(self.store.append_events, record.session_id, run.turn, pending)
                 run.flushed = max(run.flushed, len(run.events))
         except StoreError as exc:
-            return self._store_failed(record, run, result, exc, values)
+            return store_failed(record, run, result, exc, values)
         run.emit(redact_event(ResultEvent(result=result), secret_forms(values)))
         result = run.result or result
         update = {
@@ -441,100 +504,32 @@ class LocalEngine(WorkspaceSteps, EngineBase):
             with telemetry.span("harness_run.store.write", session=record.session_id, turn=run.turn):
                 await asyncio.to_thread(self._persist, after, turn, run.events[run.flushed :])
         except StoreError as exc:  # the result is out already: the caller still gets the error
-            failed = self._store_failed(record, run, result, exc, values)
+            failed = store_failed(record, run, result, exc, values)
             return TurnOutcome(failed.result, failed.record)
         return TurnOutcome(result, after)
 
-    def _store_failed(
-        self, record: SessionRecord, run: Run, result: RunResult, exc: StoreError, values: list[str]
-    ) -> TurnOutcome:
-        """The turn could not be stored: an error result saying so; the session stays at its last
-        stored turn (the next turn takes this one's number) and takes new turns."""
-        message = (
-            f"the turn ended ({result.stop_reason}) but could not be stored: {redact(str(exc), values)}; "
-            "free disk space or fix the store, then run the turn again"
-        )
-        failed = result.model_copy(update={"is_error": True, "stop_reason": "error", "error": message})
-        if run.result is None:
-            run.emit(ResultEvent(result=failed))
-        after = record.model_copy(update={"status": "failed", "last_result": failed, "stop_reason": "error"})
-        return TurnOutcome(failed, after)
-
-    async def _after_turn_git(
-        self, record: SessionRecord, spec: AgentSpec, secrets: dict[str, str], result: RunResult, turn: int
-    ) -> RunResult:
-        """``after_turn``: the work committed (and pushed) into ``result`` — a failure is the turn's
-        error, the commit stays in the workspace; ``on_close``: remembered for the engine's close."""
-        if spec.git is None or not spec.repos or spec.git.commit == "never":
-            return result
-        if spec.git.commit == "on_close":
-            self._on_close[record.session_id] = (spec, secrets)
-            return result
-        sid = record.session_id
-        done = await asyncio.to_thread(self._commit_work, sid, record.config, spec, secrets, turn)
-        update: dict[str, Any] = {"commit_sha": done.commit_sha, "pushed_ref": done.pushed_ref}
-        if done.error is not None:
-            error = f"{result.error}; {done.error}" if result.error else done.error
-            update.update(is_error=True, stop_reason="error", error=error)
-        return result.model_copy(update=update)
-
-    def _commit_work(
-        self,
-        session_id: str,
-        config: Mapping[str, Any],
-        spec: AgentSpec,
-        secrets: Mapping[str, str],
-        turn: int,
-    ) -> Delivery:
-        """Commit (and push) the session's work in its repo — the spec's first; blocking."""
-        assert spec.git is not None
-        repo, branch = spec.repos[0], config.get("branch")
-        forms = secret_forms(secret_values(secrets))
-        message = spec.git.render_message(
-            engine=self.name, session_id=session_id, turn=turn, branch=branch or ""
-        )
-        paths = self._paths(session_id, config)
-        done = self._deliver(paths, repo, spec.git, message, branch, secrets, forms)
-        return done if done.error is None else replace(done, error=redact(done.error, forms))
-
-    def deliver_now(self, session_id: str, spec: AgentSpec, secrets: Mapping[str, str]) -> Delivery:
-        """Commit (and push) the session's work now by ``spec.git`` (``on_close``; the worker's
-        ``/v1/deliver``) and keep the outcome on its record; blocking. Nothing without a workspace."""
-        record = self.store.get_session(session_id)
-        if record is None or not self._paths(session_id, record.config).workspace.exists():
-            return Delivery()
-        done = self._commit_work(session_id, record.config, spec, secrets, record.turns)
-        update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
-        self.store.put_session(record.model_copy(update=update))
-        return done
-
-    def _close_deliveries(self, only: str | None = None) -> None:
-        """``git.commit="on_close"``: commit (and push) the work of the sessions whose turns ran in
-        this process (or just ``only``), with their last turn's secrets (held in memory only);
-        RunError when any failed."""
-        if only is None:
-            pending, self._on_close = self._on_close, {}
-        else:
-            held = self._on_close.pop(only, None)
-            pending = {only: held} if held is not None else {}
-        errors = [
-            f"session {sid}: {done.error}"
-            for sid, (spec, secrets) in pending.items()
-            if (done := self.deliver_now(sid, spec, secrets)).error is not None
-        ]
-        if errors:
-            raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))
-
     async def _close_session(self, session_id: str) -> None:
+        self._warm.end(session_id)
         await asyncio.to_thread(self._close_deliveries, session_id)
 
     async def _release(self) -> None:
+        if self._filling is not None:
+            self._filling.cancel()
+            await asyncio.gather(self._filling, return_exceptions=True)
+        self._drop_pooled(await self._warm.aclose())
         await asyncio.to_thread(self._close_deliveries)
 
     def _drop_pending(self) -> None:
         self._on_close.clear()
+        self._drop_pooled(self._warm.close_now())  # killed: the warm processes go at once
+
+    def _drop_pooled(self, pooled: list[str]) -> None:
+        """The workspaces of pooled processes no session took."""
+        for session_id in pooled:
+            self._delete_workspace(session_id)
 
     def _release_now(self) -> None:
+        self._drop_pooled(self._warm.close_now())
         try:
             self._close_deliveries()
         except RunError:
@@ -545,30 +540,6 @@ class LocalEngine(WorkspaceSteps, EngineBase):
         self.store.append_events(record.session_id, turn.turn, events)
         self.store.put_turn(turn)
         self.store.put_session(record)
-
-    def _complete_result(
-        self, spec: AgentSpec, session_id: str, run: Run, result: RunResult, started: float
-    ) -> RunResult:
-        update: dict[str, Any] = {
-            "session_id": session_id,
-            "turn": run.turn,
-            "harness": spec.harness,
-            "model": spec.model,
-            "duration_s": round(time.monotonic() - started, 3),
-        }
-        if result.cost_usd is None and result.usage.total_tokens > 0:  # no usage reported: unknown, not 0
-            update["cost_usd"] = price(spec.model, result.usage)
-        schema, output = spec.output_schema, result.structured_output
-        if isinstance(schema, type) and issubclass(schema, BaseModel) and output is not None:
-            try:
-                update["structured_output"] = schema.model_validate(output)
-            except ValidationError as exc:
-                update.update(
-                    is_error=True,
-                    stop_reason="error",
-                    error=f"the structured output does not match {schema.__name__}: {exc.errors()[0]['msg']}",
-                )
-        return result.model_copy(update=update)
 
     async def execute_command(
         self,

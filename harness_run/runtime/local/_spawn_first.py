@@ -1,7 +1,7 @@
 """Spawn first, the engine's side: adopt a harness process ``harness-run run`` started from the
 launch-plan cache before the spec was validated, or stop it; write the cache from validated plans.
 
-A fresh ``harness-run run`` looks up the workdir's launch-plan cache (``vocab/launch_cache.py``) for
+A fresh ``harness-run run`` looks up the workdir's launch-plan cache (``harness_run._launch``) for
 its spec file, flags and library before it imports pydantic; on a hit it spawns the harness at once
 (``cli/_prespawn.py``) and hands the process to the engine with a :class:`SpawnFirst`. The turn then
 runs as always — spec validated, engine and session stored, turn reserved, workspace and environment
@@ -30,11 +30,11 @@ import os
 import socket
 from pathlib import Path
 
+from harness_run import _launch as launch_cache
+from harness_run._launch import GUARD_SOCKET, GUARD_TOKEN, PROMPT, PROXY, SESSION, LaunchEntry
 from harness_run.harness import GUARD_SOCKET_ENV, HarnessDriver, LaunchPlan, TurnContext
 from harness_run.runtime._process import Spawned, kill_tree, release_reaper
 from harness_run.security import TurnCredentials
-from harness_run.vocab import launch_cache
-from harness_run.vocab.launch_cache import GUARD_SOCKET, GUARD_TOKEN, PROMPT, PROXY, SESSION, LaunchEntry
 
 __all__ = ["SpawnFirst", "warm_up"]
 

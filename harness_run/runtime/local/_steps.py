@@ -1,6 +1,7 @@
 """The local engine's workspace steps: preparing a session's workspace (restored from its
 checkpoint, taken over from an idle session of the same (remote, branch), or made), the harness's
-native session files, and the checkpoint after a turn."""
+native session files, the checkpoint after a turn, and delivering the work by git (after the turn,
+or when the session closes)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import io
 import shutil
 import tarfile
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from harness_run.errors import RunError, StoreError
-from harness_run.events import AgentEvent, SetupEvent
+from harness_run.errors import RunError, StoreError, redact
+from harness_run.events import AgentEvent, RunResult, SetupEvent
 from harness_run.harness import HarnessDriver, TurnContext
 from harness_run.runtime.local._git import AgentGit, Delivery, deliver
 from harness_run.runtime.local._pool import pool_key, refresh_repo, take_idle_workspace
 from harness_run.runtime.local._workspace import SessionPaths, Workspaces
-from harness_run.security import agent_env, secret_forms
+from harness_run.security import agent_env, secret_forms, secret_values
 from harness_run.spec import AgentSpec, GitOptions, GitRepo
 from harness_run.store import HistoryStore, SessionRecord, SnapshotRef
 
@@ -32,6 +35,9 @@ class WorkspaceSteps:
     workdir: Path
     pool_after: float
     _workspaces: Workspaces
+    _on_close: dict[str, tuple[AgentSpec, dict[str, str]]]
+    """Sessions to commit (and push) on close: their last turn's spec and secrets, in memory."""
+    _paths: Callable[[str, Mapping[str, Any] | None], SessionPaths]
 
     async def _ensure_workspace(
         self,
@@ -212,3 +218,68 @@ class WorkspaceSteps:
                     tar.addfile(info, io.BytesIO(data))
             native_key = self.store.put_blob(buf.getvalue())
         return SnapshotRef(workspace=workspace_key, native=native_key, turn=turn)
+
+    async def _after_turn_git(
+        self, record: SessionRecord, spec: AgentSpec, secrets: dict[str, str], result: RunResult, turn: int
+    ) -> RunResult:
+        """``after_turn``: the work committed (and pushed) into ``result`` — a failure is the turn's
+        error, the commit stays in the workspace; ``on_close``: remembered for the engine's close."""
+        if spec.git is None or not spec.repos or spec.git.commit == "never":
+            return result
+        if spec.git.commit == "on_close":
+            self._on_close[record.session_id] = (spec, secrets)
+            return result
+        sid = record.session_id
+        done = await asyncio.to_thread(self._commit_work, sid, record.config, spec, secrets, turn)
+        update: dict[str, Any] = {"commit_sha": done.commit_sha, "pushed_ref": done.pushed_ref}
+        if done.error is not None:
+            error = f"{result.error}; {done.error}" if result.error else done.error
+            update.update(is_error=True, stop_reason="error", error=error)
+        return result.model_copy(update=update)
+
+    def _commit_work(
+        self,
+        session_id: str,
+        config: Mapping[str, Any],
+        spec: AgentSpec,
+        secrets: Mapping[str, str],
+        turn: int,
+    ) -> Delivery:
+        """Commit (and push) the session's work in its repo — the spec's first; blocking."""
+        assert spec.git is not None
+        repo, branch = spec.repos[0], config.get("branch")
+        forms = secret_forms(secret_values(secrets))
+        message = spec.git.render_message(
+            engine=self.spec.name, session_id=session_id, turn=turn, branch=branch or ""
+        )
+        paths = self._paths(session_id, config)
+        done = self._deliver(paths, repo, spec.git, message, branch, secrets, forms)
+        return done if done.error is None else replace(done, error=redact(done.error, forms))
+
+    def deliver_now(self, session_id: str, spec: AgentSpec, secrets: Mapping[str, str]) -> Delivery:
+        """Commit (and push) the session's work now by ``spec.git`` (``on_close``; the worker's
+        ``/v1/deliver``) and keep the outcome on its record; blocking. Nothing without a workspace."""
+        record = self.store.get_session(session_id)
+        if record is None or not self._paths(session_id, record.config).workspace.exists():
+            return Delivery()
+        done = self._commit_work(session_id, record.config, spec, secrets, record.turns)
+        update = {"commit_sha": done.commit_sha or record.commit_sha, "pushed_ref": done.pushed_ref}
+        self.store.put_session(record.model_copy(update=update))
+        return done
+
+    def _close_deliveries(self, only: str | None = None) -> None:
+        """``git.commit="on_close"``: commit (and push) the work of the sessions whose turns ran in
+        this process (or just ``only``), with their last turn's secrets (held in memory only);
+        RunError when any failed."""
+        if only is None:
+            pending, self._on_close = self._on_close, {}
+        else:
+            held = self._on_close.pop(only, None)
+            pending = {only: held} if held is not None else {}
+        errors = [
+            f"session {sid}: {done.error}"
+            for sid, (spec, secrets) in pending.items()
+            if (done := self.deliver_now(sid, spec, secrets)).error is not None
+        ]
+        if errors:
+            raise RunError("committing the sessions' work on close failed: " + "; ".join(errors))

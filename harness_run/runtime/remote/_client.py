@@ -2,18 +2,20 @@
 
 Idempotent calls (health, start_turn, events, steer with a message id, interrupt) retry while the
 worker is unreachable, for ``unreachable_after`` seconds; then they raise ``InfrastructureError``
-naming the address. The event stream re-connects with ``Last-Event-ID`` until the result.
+naming the address. The event stream is the HTTP kit's SSE client
+(:func:`harness_run.web.follow_events`), re-connecting for ``unreachable_after`` seconds too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,6 +23,8 @@ from harness_run.errors import (
     InfrastructureError,
     SessionBusyError,
     SessionNotFoundError,
+    SpecError,
+    SpecIssue,
     UsageError,
 )
 from harness_run.runtime.remote._protocol import (
@@ -35,7 +39,8 @@ from harness_run.runtime.remote._protocol import (
     TurnInfo,
     TurnRequest,
 )
-from harness_run.vocab.telemetry import inject
+from harness_run.telemetry import inject
+from harness_run.web import follow_events, read_error
 
 if TYPE_CHECKING:
     import aiohttp
@@ -43,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["WorkerClient"]
 
 _RETRY_PAUSE = 0.2
-_READ_TIMEOUT = 60.0  # the worker sends a keep-alive comment every 10 s
 
 
 class WorkerClient:
@@ -156,44 +160,23 @@ class WorkerClient:
 
         A dropped stream is resumed from the last event seen (``Last-Event-ID``).
         """
-        import aiohttp
-
-        last = after
-        url = f"{self.base_url}/v1/turns/{turn_id}/events"
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=_READ_TIMEOUT)
-        deadline: float | None = None
-        problem = "the stream ended before the result"
-        while True:
-            headers = inject({"Last-Event-ID": str(last)} if last >= 0 else {})
-            try:
-                async with self._session().get(url, headers=headers, timeout=timeout) as response:
-                    if response.status != 200:
-                        raise self._error(response.status, await response.text())
-                    deadline = None
-                    async for event, data, seq in _sse(response.content):
-                        if event == "worker-error":
-                            raise InfrastructureError(
-                                f"the worker at {self.base_url} failed the turn: "
-                                f"{json.loads(data).get('message', data)}"
-                            )
-                        if seq is not None:
-                            last = seq
-                        yield json.loads(data)
-                        if event == "result":
-                            return
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            now = time.monotonic()
-            if deadline is None:
-                deadline = now + self.unreachable_after
-            elif now >= deadline:
-                raise InfrastructureError(
-                    f"lost the event stream of turn {turn_id} from the worker at {self.base_url} and "
-                    f"could not re-connect for {self.unreachable_after:g} s ({problem}); the turn's "
-                    "history so far is in the store",
-                    retryable=True,
-                )
-            await asyncio.sleep(_RETRY_PAUSE)
+        stream = follow_events(
+            f"{self.base_url}/v1/turns/{turn_id}/events",
+            refused=self._error,
+            lost=f"the event stream of turn {turn_id} from the worker at {self.base_url}",
+            last_id=str(after) if after >= 0 else None,
+            session=self._session,
+            reconnect_for=self.unreachable_after,
+        )
+        async with contextlib.aclosing(stream):
+            async for frame in stream:
+                if frame.event == "worker-error":
+                    raise InfrastructureError(
+                        f"the worker at {self.base_url} failed the turn: {read_error(frame.data).message}"
+                    )
+                yield json.loads(frame.data)
+                if frame.event == "result":
+                    return
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -240,14 +223,8 @@ class WorkerClient:
                 ) from None
 
     def _error(self, status: int, text: str) -> Exception:
-        code: str | None = None
-        try:
-            body: object = json.loads(text)
-            fields = cast(dict[str, Any], body) if isinstance(body, dict) else None
-            message = str(fields.get("message") or fields) if fields is not None else text
-            code = str(fields["error"]) if fields is not None and fields.get("error") else None
-        except ValueError:
-            message = text[:500]
+        body = read_error(text)
+        message, code = body.message, body.error or None
         if status == 400:
             return UsageError(message)
         if status == 401:
@@ -260,38 +237,11 @@ class WorkerClient:
             return SessionNotFoundError(message)
         if status == 409:
             return SessionBusyError(message)
+        if status == 422:
+            return SpecError([SpecIssue(body.field or "", message)])
         return InfrastructureError(
             f"the worker at {self.base_url} answered HTTP {status}: {message}",
             retryable=status >= 500,
             status=status,
             code=code,
         )
-
-
-async def _sse(stream: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str, int | None]]:
-    """Server-sent events as (event, data, id) from a response body (no line-length limit)."""
-    buffer = b""
-    event, data, seq = "message", list[str](), None
-    async for chunk in stream.iter_any():
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if not line:
-                if data:
-                    yield event, "\n".join(data), seq
-                event, data, seq = "message", [], None
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-            elif name == "id":
-                try:
-                    seq = int(value)
-                except ValueError:
-                    seq = None

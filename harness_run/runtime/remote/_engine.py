@@ -21,6 +21,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness_run import telemetry
 from harness_run.compiler import SHORT_DIGEST_LEN
 from harness_run.errors import (
     HarnessRunError,
@@ -31,15 +32,14 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
-from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
+from harness_run.runtime._stored import StoredEngine
 from harness_run.runtime.remote._provider import Claim, SandboxProvider
 from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
 from harness_run.security import inline_google_credentials, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord, engine_view
-from harness_run.vocab import telemetry
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -57,7 +57,7 @@ _GRACE = 2.0
 _LEASE_RENEWAL = 2.0
 
 
-class WorkerEngine(EngineBase):
+class WorkerEngine(StoredEngine):
     """An engine version whose turns run on the in-image worker, in sandboxes from ``claims``.
 
     Closing it stops this process's running turns (the worker stores them, interrupted) and

@@ -5,16 +5,19 @@ Routes (every one but ``GET /healthz`` needs ``Authorization: Bearer <token>``):
 - ``GET /healthz`` -> :class:`Health`
 - ``POST /v1/turns`` :class:`TurnRequest` -> :class:`TurnInfo` (idempotent by ``turn_id``)
 - ``GET /v1/turns/{turn_id}`` -> :class:`TurnInfo`
-- ``GET /v1/turns/{turn_id}/events`` -> SSE (``id: <seq>``, ``event: <type>``, ``data: <json>``);
-  resume with ``Last-Event-ID`` or ``?after=<seq>``; ends after the ``result`` event
+- ``GET /v1/turns/{turn_id}/events`` -> SSE (``id: <turn>:<seq>``, ``event: <type>``, ``data: <json>``);
+  resume with ``Last-Event-ID`` or ``?after=`` (an event id, or a bare seq); ends after the ``result``
+  event
 - ``POST /v1/turns/{turn_id}/steer`` :class:`SteerRequest` -> :class:`SteerResponse`
 - ``POST /v1/turns/{turn_id}/interrupt`` -> :class:`InterruptResponse`
 - ``POST /v1/exec`` :class:`ExecRequest` -> :class:`ExecResponse`
 - ``POST /v1/deliver`` :class:`DeliverRequest` -> :class:`DeliverResponse` (``git.commit="on_close"``:
   commit and push a session's work now)
 
-Errors are :class:`ErrorBody` with the HTTP status: 400 bad body (``field`` names it), 401 auth,
-404 unknown turn/session, 409 ``session_busy``, 500 anything else (message redacted).
+Errors are :class:`ErrorBody` with the HTTP status, as the team server's (the HTTP kit,
+:mod:`harness_run.web`): 422 a body that does not validate (``field`` names it), 400 a request that
+cannot be carried out, 401 auth, 404 unknown turn/session, 409 ``session_busy``, 413 a body over
+16 MiB, 500 anything else (message redacted).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from harness_run.web import ErrorBody
 
 __all__ = [
     "DeliverRequest",
@@ -130,12 +135,3 @@ class DeliverResponse(_Body):
     pushed_ref: str | None = None
     error: str | None = None
     """Why the work was not (all) committed or pushed (what was committed stays in the workspace)."""
-
-
-class ErrorBody(_Body):
-    error: str
-    """A short code: ``bad_request``, ``unauthorized``, ``not_found``, ``session_busy``, ``internal``."""
-    message: str
-    field: str | None = None
-    allow: str | None = None
-    """On a 403: the scope, policy key or ``serve`` flag that would allow the request."""

@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import Any
 
+from harness_run import telemetry
 from harness_run.compiler import BuildPlan, ImageOptions, PodOptions, versioned_name
 from harness_run.errors import BuildError, InfrastructureError, UsageError
 from harness_run.runtime import record_engine
@@ -24,7 +25,7 @@ from harness_run.runtime.sandbox._progress import Progress
 from harness_run.runtime.sandbox._versions import RUNTIME, delete_version, find_version
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, open_store
-from harness_run.vocab import k8s, telemetry
+from harness_run.vocab import k8s
 
 __all__ = [
     "default_registry",

@@ -15,8 +15,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, cast
 
+from harness_run import telemetry
 from harness_run.errors import InfrastructureError, UsageError
-from harness_run.vocab import k8s, telemetry
+from harness_run.vocab import k8s
 
 __all__ = ["Kube", "KubeStatus", "get_list", "get_map", "get_str"]
 
