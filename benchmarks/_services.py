@@ -96,12 +96,19 @@ class Docker:
             "ca_files": [self.ca] if self.ca else [],
         }
 
-    def engine_options(self, network_mode: str | None = "host", **more: Any) -> dict[str, Any]:
+    def engine_options(
+        self, network_mode: str | None = "host", labels: dict[str, str] | None = None, **more: Any
+    ) -> dict[str, Any]:
         """``local.deploy`` options for the container runtime on this dockerd (and ``more``)."""
-        options: dict[str, Any] = {"isolation": "container", **self.image_options()}
-        if network_mode is not None:
-            options["network_mode"] = network_mode
-        return {**options, **more}
+        from harness_run.local import ContainerOptions, ImageOptions
+
+        container = ContainerOptions(
+            image=ImageOptions(base_image=self.base_image, ca_files=[self.ca] if self.ca else []),
+            network_mode=network_mode or "host",
+            labels=labels or {},
+            docker_client=self.client,
+        )
+        return {"isolation": "container", "container": container, **more}
 
 
 def docker_env(what: str = "this benchmark", *, ca: bool = False, registry: bool = False) -> Docker:

@@ -20,7 +20,7 @@ from harness_run.vocab.version import __version__
 if TYPE_CHECKING:
     from harness_run.events import RunResult
     from harness_run.runtime import Engine, Run, Session
-    from harness_run.runtime.http import connect
+    from harness_run.runtime.server_client import connect
     from harness_run.spec import (
         AgentSpec,
         ApprovalPolicy,
@@ -86,7 +86,7 @@ _LAZY = {
     "Run": "harness_run.runtime",
     "Session": "harness_run.runtime",
     "RunResult": "harness_run.events",
-    "connect": "harness_run.runtime.http",
+    "connect": "harness_run.runtime.server_client",
 }
 
 

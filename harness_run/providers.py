@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from harness_run.runtime import Engine
-from harness_run.runtime.remote import Claim, HeldClaims, SandboxProvider, WorkerClient, WorkerEngine
+from harness_run.runtime.worker_client import Claim, HeldClaims, SandboxProvider, WorkerClient, WorkerEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore
 

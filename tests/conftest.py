@@ -254,6 +254,21 @@ def container_options(docker_client: Any, docker_labels: dict[str, str], base_im
 
 
 @pytest.fixture(scope="session")
+def container_opts(container_options: dict[str, Any]) -> Any:
+    """The same settings as ``local.deploy(..., isolation="container", container=ContainerOptions(...))``."""
+    from harness_run.local import ContainerOptions, ImageOptions
+
+    return ContainerOptions(
+        image=ImageOptions(
+            base_image=container_options["base_image"], ca_files=container_options["ca_files"]
+        ),
+        network_mode=container_options["network_mode"],
+        labels=container_options["labels"],
+        docker_client=container_options["docker_client"],
+    )
+
+
+@pytest.fixture(scope="session")
 def registry() -> str:
     """``host:port`` of the local image registry (``HARNESS_RUN_TEST_REGISTRY``)."""
     addr = os.environ.get("HARNESS_RUN_TEST_REGISTRY", "")

@@ -87,7 +87,7 @@ def _workdir(args: argparse.Namespace) -> Path:
 
 def _open_engine(args: argparse.Namespace) -> Engine:
     if args.server:
-        from harness_run.runtime.http import connect
+        from harness_run.runtime.server_client import connect
 
         return connect(args.server, api_key=args.api_key, engine=args.engine)
     if args.spec:

@@ -164,7 +164,7 @@ def _open(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[Sessio
     if args.interval <= 0:
         raise UsageError(f"--interval must be a positive number of seconds, not {args.interval:g}")
     if args.server:
-        from harness_run.runtime.http import ServerHistory, Wire
+        from harness_run.runtime.server_client import ServerHistory, Wire
 
         key = args.api_key or os.environ.get(API_KEY_VARIABLE)
         if not key:

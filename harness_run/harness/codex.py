@@ -1,12 +1,17 @@
-"""Codex driver: ``codex exec --json``, one process per turn, spoken directly.
+"""Codex driver: ``codex app-server`` behind a bridge that prints ``codex exec --json`` lines; the
+session's process, kept between its turns.
 
 The binary comes from the pinned ``openai-codex-cli-bin`` wheel (the ``local`` extra), located
 without importing it. Each session has its own ``CODEX_HOME`` (``<home>/.codex``) with a generated
 ``config.toml``: MCP servers and permissions (:func:`codex_files`), the model provider,
 instructions and offline switches (no secret values: the key travels in the variable ``env_key``
-names). Turn 1: ``codex exec --json … -`` (the prompt on stdin, then EOF: ``codex exec`` reads a
-non-TTY stdin to its end); then ``codex exec resume --json … <thread id> -``, the thread id being
-the ``thread.started`` id. There is no steering.
+names). The process is ``python _codex_bridge.py <codex>`` (see ``_codex_bridge.py``): it runs
+``codex app-server`` and takes each turn as one JSON line on stdin (prompt, thread id, model, output
+schema), so argv, environment and config files are the same on every turn and the engine keeps the
+process (``keeps_process``). Turn 1 starts a thread; a later turn in a fresh process resumes it by
+the ``thread.started`` id. Every thread asks for ``bypass_hook_trust``: app-server (like ``codex
+exec`` without ``--dangerously-bypass-hook-trust``) skips a hook no user trusted in its TUI, and
+ours is the guard.
 
 Verified with codex-cli 0.163.0 against the scripted model: ``OPENAI_BASE_URL`` is
 ignored by Codex, so an endpoint becomes ``[model_providers.harness-run]``; the built-in OpenAI
@@ -23,7 +28,7 @@ soon as the priced cost passes it, ``max_turns`` once the N-th response's tools 
 before launch (:meth:`CodexDriver.check`), never silently ignored: ``allowed_tools`` (Codex has no
 allow list), ``disallowed_tools`` other than ``web_search``/``WebSearch`` and
 ``mcp__<server>__<tool>`` of the spec's servers, a budget for a model the price table does not know.
-There is no steering (``codex exec`` reads its prompt once). Model ids ``openrouter/<vendor>/<model>``
+There is no steering yet (app-server's ``turn/steer`` is not wired). Model ids ``openrouter/<vendor>/<model>``
 are sent as ``<vendor>/<model>``.
 """
 
@@ -33,6 +38,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -70,6 +76,8 @@ from harness_run.vocab.pricing import rates, unknown_cost_event
 
 __all__ = ["CodexDriver"]
 
+_BRIDGE: Final = Path(__file__).with_name("_codex_bridge.py")
+"""Run by the session's Python as the harness process: ``codex app-server`` spoken as ``codex exec``."""
 PROVIDER = "harness-run"
 RETRIES_ENV = "HARNESS_RUN_CODEX_MAX_RETRIES"
 DEFAULT_RETRIES = 2
@@ -137,7 +145,7 @@ def wire_model(model: str) -> str:
 class CodexDriver:
     name = "codex"
     steering = False
-    keeps_process = False
+    keeps_process = True
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)
@@ -244,23 +252,23 @@ class CodexDriver:
         hook = guard_command(spec.security_policy, env=ctx.env, approvals=spec.approvals)
         files[home / "config.toml"] = codex_files(spec, settings, hook, ctx.env)["config.toml"]
 
-        resuming = ctx.resume and ctx.native_session_id is not None
-        argv = [self.locate(ctx.binary), "exec", *(["resume"] if resuming else [])]
-        argv += ["--json", "--skip-git-repo-check", "-m", wire_model(spec.model)]
-        if hook is not None:  # `codex exec` runs only hooks a user trusted in its TUI; this one is ours
-            argv.append("--dangerously-bypass-hook-trust")
-        schema = spec.output_json_schema
-        if schema is not None:
-            files[ours / "output-schema.json"] = _dumps(strict_schema(schema))
-            argv += ["--output-schema", str(ours / "output-schema.json")]
-        if resuming:
-            argv.append(str(ctx.native_session_id))
-        argv.append("-")  # the prompt, from stdin: no ARG_MAX limit (128 KiB), not in `ps` output
         env["CODEX_HOME"] = str(home)
-        return LaunchPlan(argv=argv, env=env, stdin=ctx.prompt.encode(), keep_stdin_open=False, files=files)
+        schema = strict_schema(spec.output_json_schema) if spec.output_json_schema is not None else None
+        # the session's process: the bridge to `codex app-server` (argv, env and files are the same
+        # on every turn of the session, so the engine may keep it); the turn is its stdin line
+        turn = {
+            "prompt": ctx.prompt,
+            "thread_id": ctx.native_session_id if ctx.resume else None,
+            "model": wire_model(spec.model),
+            "cwd": str(ctx.workspace),
+            "output_schema": schema,
+        }
+        argv = [sys.executable, "-I", "-S", str(_BRIDGE), self.locate(ctx.binary)]
+        stdin = (json.dumps(turn) + "\n").encode()
+        return LaunchPlan(argv=argv, env=env, stdin=stdin, keep_stdin_open=True, files=files)
 
     def steer(self, text: str) -> bytes | None:
-        return None  # codex exec takes no input once started
+        return None  # the bridge reads its stdin between turns only
 
     def parser(self, ctx: TurnContext) -> LineParser:
         return _CodexParser(ctx, self)

@@ -1,10 +1,18 @@
-"""OpenCode driver: ``opencode run --format json``, one process per turn, spoken directly.
+"""OpenCode driver: ``opencode serve`` behind a bridge that prints what ``opencode run --format json``
+prints, one process per session that the engine may keep between turns.
+
+The harness process is ``_opencode_bridge.py`` (standard library only, run by this Python): it
+starts ``opencode serve`` on 127.0.0.1 as its child and takes one JSON line per turn on stdin (the
+prompt; the ``ses_…`` id to continue, the one every output line carries; the title; the model;
+whether to approve asks), then prints ``run``'s lines and a ``done`` line that ends the turn. Its
+argv, environment and config files are the same on every turn of a session, so the engine keeps it
+(``keeps_process``); a turn it does not keep closes its stdin, and it stops the server.
+``opencode run --attach`` is no substitute: it returns before the session's last events.
 
 The binary is the pinned npm package ``opencode-ai`` (``scripts/bootstrap`` installs it into
 ``<venv>/opt/opencode``). Each session has its own XDG dirs under its home (OpenCode's sessions are
 in SQLite under ``$XDG_DATA_HOME/opencode/``) and a generated ``OPENCODE_CONFIG`` (no secret values:
-the key is ``{env:OPENAI_API_KEY}``). The prompt goes to stdin (read to EOF; argv would be quoted by
-OpenCode and capped at 128 KiB); later turns add ``--session <ses_…>``, the id every line carries.
+the key is ``{env:OPENAI_API_KEY}``), read by the server at its first request of the session.
 
 Model: with ``OPENAI_BASE_URL`` (given, or OpenRouter routing) a ``harness-run`` provider
 (``@ai-sdk/openai-compatible``) gets the spec's model id verbatim (``openai/gpt-5.1`` stays so, as
@@ -13,20 +21,21 @@ OpenRouter wants); without it the id is OpenCode's own ``provider/model`` (a bar
 
 Verified with 1.18.33 against the scripted model: ``instructions: [file]`` appends after OpenCode's
 prompt; ``agent.build.prompt`` replaces it (the ``<env>`` block and skill list stay);
-``options.reasoningEffort`` → ``reasoning_effort``; ``--title`` skips the title request;
-``--thinking`` adds ``reasoning`` lines; ``--auto`` (bypassPermissions) approves what is not denied,
-else an ``ask`` is auto-rejected; ``step_finish`` tokens are split as :class:`Usage` wants; its
-``cost`` is 0 for a provider without prices (→ priced from the table). OpenCode npm-installs
-``@opencode-ai/plugin`` into config dirs lacking it: a seeded lock file makes that a no-op. Skills:
-``$XDG_CONFIG_HOME/opencode/skills/``. The agent's ``steps`` option is not used for ``max_turns``:
-it only adds a "respond with text only" message from the last step on and keeps the tools. Instead
-:class:`TurnLimits` enforces ``max_turns`` and ``max_budget_usd`` at each ``step_finish`` (the
-step's tools have run) by stopping the process group. Refused before launch
-(:meth:`OpenCodeDriver.check`): tool entries OpenCode has no name for, a budget for a model the
-price table does not know. Ignored as harmless (the ``started`` event lists it under ``ignored``):
-``reasoning_effort`` for a provider that takes none. No steering. 5xx answers are retried 5 times
-with a 2-30 s backoff, fixed in 1.18.33: a persistent 5xx takes about a minute to fail. No native
-output schema: it goes into the instructions and the final text is parsed as JSON.
+``options.reasoningEffort`` → ``reasoning_effort``; a session title skips the title request;
+the bridge prints ``reasoning`` lines (as ``run --thinking``); with bypassPermissions it approves
+what is not denied (as ``run --auto``), else an ``ask`` is rejected; ``step_finish`` tokens are
+split as :class:`Usage` wants; its ``cost`` is 0 for a provider without prices (→ priced from the
+table). OpenCode npm-installs ``@opencode-ai/plugin`` into config dirs lacking it: a seeded lock
+file makes that a no-op. Skills: ``$XDG_CONFIG_HOME/opencode/skills/``. The agent's ``steps``
+option is not used for ``max_turns``: it only adds a "respond with text only" message from the last
+step on and keeps the tools. Instead :class:`TurnLimits` enforces ``max_turns`` and
+``max_budget_usd`` at each ``step_finish`` (the step's tools have run) by stopping the process
+group. Refused before launch (:meth:`OpenCodeDriver.check`): tool entries OpenCode has no name for,
+a budget for a model the price table does not know. Ignored as harmless (the ``started`` event lists
+it under ``ignored``): ``reasoning_effort`` for a provider that takes none. No steering. 5xx answers
+are retried 5 times with a 2-30 s backoff, fixed in 1.18.33: a persistent 5xx takes about a minute
+to fail. No native output schema: it goes into the instructions and the final text is parsed as
+JSON.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from harness_run.events import (
     AgentEvent,
@@ -60,6 +69,9 @@ from harness_run.vocab.envrules import OPENCODE_PROVIDER_URL, PROVIDER_VARIABLES
 from harness_run.vocab.pricing import rates, unknown_cost_event
 
 __all__ = ["OpenCodeDriver"]
+
+_BRIDGE: Final = Path(__file__).with_name("_opencode_bridge.py")
+"""Run by the session's Python as the harness process: ``opencode serve`` spoken as ``opencode run``."""
 
 VERSION = "1.18.33"
 PROVIDER = "harness-run"
@@ -117,7 +129,7 @@ def opencode_model(spec_model: str, endpoint: bool) -> str:
 class OpenCodeDriver:
     name = "opencode"
     steering = False
-    keeps_process = False
+    keeps_process = True
 
     def locate(self, override: str | None = None) -> str:
         return _SOURCE.locate(override)
@@ -223,20 +235,25 @@ class OpenCodeDriver:
             settings["shell"] = str(ours / "shell" / "bash")
         files[ours / "opencode.json"] = opencode_files(spec, settings, ctx.env)["opencode.json"]
 
-        argv = [self.locate(ctx.binary), "run", "--format", "json", "--pure", "--thinking", "-m", model]
-        if spec.permission_mode == "bypassPermissions":
-            argv.append("--auto")  # approve what is not denied; else an `ask` is auto-rejected headless
-        if ctx.resume and ctx.native_session_id:
-            argv += ["--session", ctx.native_session_id]
-        else:
-            argv += ["--title", f"harness-run {ctx.session_id}"]  # no title-generation request
+        # the session's process: the bridge to `opencode serve` (argv, env and files are the same on
+        # every turn of the session, so the engine may keep it); the turn is its stdin line
+        turn = {
+            "prompt": ctx.prompt,
+            "session": ctx.native_session_id if ctx.resume else None,
+            "title": f"harness-run {ctx.session_id}",  # a title given: no title-generation request
+            "model": model,
+            # approve what is not denied; else an `ask` is rejected (nobody answers it headless)
+            "auto": spec.permission_mode == "bypassPermissions",
+        }
+        argv = [sys.executable, "-I", "-S", str(_BRIDGE), self.locate(ctx.binary)]
         env.update(_FIXED_ENV)
         env.update({k: str(v) for k, v in self.xdg(ctx.home).items()})
         env["OPENCODE_CONFIG"] = str(ours / "opencode.json")
-        return LaunchPlan(argv=argv, env=env, stdin=ctx.prompt.encode(), keep_stdin_open=False, files=files)
+        stdin = (json.dumps(turn) + "\n").encode()
+        return LaunchPlan(argv=argv, env=env, stdin=stdin, keep_stdin_open=True, files=files)
 
     def steer(self, text: str) -> bytes | None:
-        return None  # `opencode run` reads its prompt once
+        return None  # the bridge takes a turn's prompt once
 
     def parser(self, ctx: TurnContext) -> LineParser:
         return _OpenCodeParser(ctx, self.ignored(ctx))
@@ -372,19 +389,19 @@ class _OpenCodeParser(JsonLinesParser):
             self._cost += float(cost) if isinstance(cost, int | float) else 0.0
             if self._step_texts:
                 self._texts = self._step_texts
-            self._done = part.get("reason") == "stop"
             if not self._cost and not self._priced:
                 self._priced = True  # say it once
                 events.append(unknown_cost_event(self._ctx.spec.model, OpenCodeDriver.name))
-            if not self._done and self._stop is None:
+            if part.get("reason") != "stop" and self._stop is None:
                 self._stop = self._limits.after_response(self._usage, self._cost) or (
                     self._limits.after_tools(self._steps) if part.get("reason") == "tool-calls" else None
                 )
         elif kind == "error":
             message = _error_text(as_dict(data.get("error")))
             self._errors.append(message)
-            self._done = True
             events.append(ErrorEvent(message=message, raw=data))
+        elif kind == "done":  # the bridge's last line of the turn: the session is idle
+            self._done = True
         return events
 
     def _tool(self, part: dict[str, Any], data: dict[str, Any]) -> list[AgentEvent]:
@@ -419,7 +436,7 @@ class _OpenCodeParser(JsonLinesParser):
         }
         if self._errors:
             return RunResult(is_error=True, stop_reason="error", error="\n".join(self._errors), **base)
-        if exit_code != 0:
+        if not self._done:  # the bridge's `done` line never came
             detail = self.with_unparsed("opencode", stderr_tail.strip())
             error = f"opencode exited (code {exit_code}) without finishing the turn: {detail}"
             return RunResult(is_error=True, stop_reason="error", error=error, **base)

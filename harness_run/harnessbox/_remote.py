@@ -13,7 +13,7 @@ import os
 
 from harness_run.errors import UsageError
 from harness_run.runtime import Engine
-from harness_run.runtime.http import Wire, connect
+from harness_run.runtime.server_client import Wire, connect
 from harness_run.spec import AgentSpec
 
 __all__ = ["ServerProvider"]

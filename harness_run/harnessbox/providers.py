@@ -21,6 +21,7 @@ from harness_run.errors import UsageError
 from harness_run.providers import SandboxSource, deploy_on
 from harness_run.runtime import Engine
 from harness_run.spec import AgentSpec
+from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = [
     "NETWORK_ENFORCING",
@@ -104,17 +105,17 @@ class DockerProvider:
     async def deploy(self, spec: AgentSpec) -> Engine:
         from harness_run import local
 
+        image = local.ImageOptions(base_image=self.base_image or DEFAULT_BASE_IMAGE, ca_files=self.ca_files)
+        container = local.ContainerOptions(
+            image=image, network_mode=self.network_mode, labels=self.labels, docker_client=self.docker_client
+        )
         return await asyncio.to_thread(
             local.deploy,
             spec,
             workdir=self.workdir,
             isolation="container",
-            base_image=self.base_image,
-            docker_client=self.docker_client,
-            ca_files=self.ca_files,
-            network_mode=self.network_mode,
+            container=container,
             idle_ttl=self.idle_ttl,
-            labels=self.labels,
             pool_after=self.pool_after,
         )
 

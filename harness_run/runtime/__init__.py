@@ -1,6 +1,7 @@
 """Engine -> Session -> Run over one turn path, with the runtimes side by side: ``local`` (harness
-subprocesses on this host), ``container`` (a Docker container per session) and ``sandbox`` (Agent
-Sandbox claims), the last two through the in-image worker's client in ``remote``. Every runtime's
+subprocesses on this host), ``container`` (a Docker container per session), ``sandbox`` (Agent
+Sandbox claims), ``e2b`` and ``daytona``, all but the first through the in-image worker's client
+in ``worker_client``; ``server_client`` is the client of ``harness-run serve``. Every runtime's
 engine is an :class:`Engine`."""
 
 from harness_run.runtime._agent_user import AgentUser

@@ -4,7 +4,7 @@ bookkeeping every engine shares (held sessions, open or closed, closing).
 ``local.deploy``/``local.get_engine`` (:class:`~harness_run.runtime.local.LocalEngine`, or
 :class:`~harness_run.runtime.container.ContainerEngine` with ``isolation="container"``),
 ``sandbox.deploy``/``sandbox.get_engine`` (:class:`~harness_run.runtime.sandbox.SandboxEngine`) and
-``harness_run.connect`` (:class:`~harness_run.runtime.http.HttpEngine`) all return an
+``harness_run.connect`` (:class:`~harness_run.runtime.server_client.ServerEngine`) all return an
 :class:`Engine`. Engines whose sessions live in a history store build on
 :class:`~harness_run.runtime._stored.StoredEngine`. Turns themselves are the business of
 :class:`Session` and its backend (the engine, as a :class:`~harness_run.runtime._session.TurnBackend`).

@@ -3,7 +3,7 @@ finished turns, events, transcript) and where a person's decision on its approva
 
 A store-backed engine gives its sessions :class:`StoreHistory` over its
 :class:`~harness_run.store.HistoryStore`; the team server's client gives them the server's API
-(``harness_run.runtime.http.ServerHistory``). Writes of turns are the engine's business, not this.
+(``harness_run.runtime.server_client.ServerHistory``). Writes of turns are the engine's business, not this.
 """
 
 from __future__ import annotations

@@ -252,6 +252,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _group(pid: int) -> int | None:
+    """The process group of ``pid`` (None when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().decode(errors="replace").rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def new_tag() -> str:
     """A fresh ``HARNESS_RUN_TURN=<hex>`` for a harness process and its descendants."""
     return f"{TURN_ENV}={uuid.uuid4().hex}"
@@ -369,7 +378,8 @@ class TurnProcess:
     ) -> None:
         """``spawned``: the turn's process, already running (started with ``plan``): adopted.
         ``keep``: a CLI that reads its prompts from stdin stays up after its result line (stdin
-        open, nothing killed but the tool processes the turn left); :attr:`kept` is it then."""
+        open, nothing killed but the tool processes the turn left outside the CLI's process
+        group); :attr:`kept` is it then."""
         self._keep = keep
         self._nice = nice
         self._keeping = False
@@ -421,9 +431,12 @@ class TurnProcess:
             raise
         finally:
             if self._keeping and proc.returncode is None and not self._stop_reason:
-                # kept for the next turn: only what its tools left goes (never the CLI itself)
+                # kept for the next turn: only what its tools left goes, never the CLI's own process
+                # group (the CLI, and a server it drives: the Codex bridge's app-server); the CLIs
+                # run tool commands in sessions of their own
                 left = descendants(proc.pid, self._tag, self._since)
-                _signal_all_but(proc.pid, [p for p in left if _alive(p)], signal.SIGKILL)
+                left = [p for p in left if _alive(p) and _group(p) != proc.pid]
+                _signal_all_but(proc.pid, left, signal.SIGKILL)
                 self.kept = Spawned(
                     process=proc, reaper=reaper, tag=self._tag, plan=self._plan, cwd=self._cwd
                 )

@@ -40,8 +40,8 @@ DEFAULT_EXEC_OUTPUT = 1024 * 1024
 """``session.exec()`` keeps at most this many bytes of each stream by default (1 MiB)."""
 
 _STEER_REFUSAL = {
-    "codex": "Codex (`codex exec`) reads its prompt once and takes no message while a turn runs",
-    "opencode": "OpenCode (`opencode run`) reads its prompt once and takes no message while a turn runs",
+    "codex": "Codex reads one prompt per turn and takes no message while a turn runs",
+    "opencode": "OpenCode reads one prompt per turn and takes no message while a turn runs",
 }
 
 

@@ -1,6 +1,6 @@
 """``StoredEngine``: an engine whose sessions live in a :class:`~harness_run.store.HistoryStore` it
 reads and writes itself (:class:`~harness_run.runtime.local.LocalEngine` and
-:class:`~harness_run.runtime.remote.WorkerEngine`, hence the container, sandbox, E2B and Daytona
+:class:`~harness_run.runtime.worker_client.WorkerEngine`, hence the container, sandbox, E2B and Daytona
 engines): session records in the store, sessions listed and deleted through it, versions recorded
 in it (:func:`record_engine`)."""
 

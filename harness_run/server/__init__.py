@@ -1,7 +1,7 @@
 """``harness-run serve``: the team server, an HTTP + SSE API over the library's own Engine/Session/Run.
 
 aiohttp (the in-image worker's framework too) is imported with this package: import it only to serve.
-The wire models and the client live in :mod:`harness_run.runtime.http`.
+The wire models and the client live in :mod:`harness_run.runtime.server_client`.
 """
 
 from harness_run.server._access import grants

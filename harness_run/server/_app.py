@@ -19,7 +19,8 @@ from harness_run.errors import (
     redact,
 )
 from harness_run.runtime import Session
-from harness_run.runtime.http import (
+from harness_run.runtime.local import LocalEngine
+from harness_run.runtime.server_client import (
     CreateSession,
     EngineList,
     ExecOutput,
@@ -36,7 +37,6 @@ from harness_run.runtime.http import (
     WorkspaceRequest,
     parse_event_id,
 )
-from harness_run.runtime.local import LocalEngine
 from harness_run.server._access import CALLER, grants, may_see, require
 from harness_run.server._approval_routes import decide, get_approval, list_approvals
 from harness_run.server._boxes import add_box_routes

@@ -10,7 +10,7 @@ import time
 from aiohttp import web
 
 from harness_run.errors import ApprovalNotFoundError, UsageError
-from harness_run.runtime.http import ApprovalList, Decision
+from harness_run.runtime.server_client import ApprovalList, Decision
 from harness_run.server._access import CALLER
 from harness_run.server._request import approval_store, audit_log, server_state, session_of
 from harness_run.web import error, json_response, read_body

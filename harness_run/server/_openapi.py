@@ -15,7 +15,7 @@ from harness_run.events import (
     QuestionAnswerEvent,
     QuestionEvent,
 )
-from harness_run.runtime.http import (
+from harness_run.runtime.server_client import (
     ApprovalList,
     CreateSession,
     Decision,

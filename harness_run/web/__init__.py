@@ -1,5 +1,6 @@
 """The HTTP kit of the team server (``harness_run.server``) and the in-image worker
-(``harness_run.worker``), and the SSE client of their clients (``runtime.http``, ``runtime.remote``).
+(``harness_run.worker``), and the SSE client of their clients (``runtime.server_client``,
+``runtime.worker_client``).
 
 - Errors: one body (:class:`ErrorBody`) and one status table (:func:`error_middleware`) — a body that
   cannot be used or a spec error 422 ``invalid``, 403 ``forbidden``, 404 ``not_found``, 405

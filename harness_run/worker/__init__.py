@@ -3,7 +3,7 @@
 The server runs the local runtime's code path (``LocalEngine``) against the shared history store
 (``HARNESS_RUN_STORE``) and streams each turn's events as SSE. The client half of its protocol
 (``WorkerClient`` and the request/response models) lives with the engines that use it, in
-:mod:`harness_run.runtime.remote`.
+:mod:`harness_run.runtime.worker_client`.
 
 Environment of the server: ``HARNESS_RUN_STORE`` (required: ``gs://bucket/prefix`` or a directory),
 ``HARNESS_RUN_WORKER_HOST`` (0.0.0.0), ``HARNESS_RUN_WORKER_PORT`` (8787), ``HARNESS_RUN_WORKDIR``

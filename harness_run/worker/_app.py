@@ -17,7 +17,7 @@ from aiohttp import web
 
 from harness_run.errors import HarnessRunError, UsageError
 from harness_run.events import AgentEvent, ResultEvent
-from harness_run.runtime.remote import (
+from harness_run.runtime.worker_client import (
     DeliverRequest,
     ExecRequest,
     Health,
@@ -209,7 +209,7 @@ async def _turn_events(state: TurnState, after: int) -> AsyncGenerator[AgentEven
 def make_app(worker: Worker, settings: WorkerSettings) -> web.Application:
     app = new_app(
         trace_middleware("harness_run.worker"),
-        error_middleware("worker", "harness_run.runtime.remote"),
+        error_middleware("worker", "harness_run.runtime.worker_client"),
         _authenticate,
     )
     app[_WORKER] = worker
@@ -294,14 +294,14 @@ async def serve(
 def _warm_up() -> None:
     """Build the pydantic schemas of the request path before reporting ready."""
     from harness_run import events
-    from harness_run.runtime import remote
+    from harness_run.runtime import worker_client
 
     for model in (
-        remote.TurnRequest,
-        remote.TurnInfo,
-        remote.Health,
-        remote.ExecRequest,
-        remote.ExecResponse,
+        worker_client.TurnRequest,
+        worker_client.TurnInfo,
+        worker_client.Health,
+        worker_client.ExecRequest,
+        worker_client.ExecResponse,
         events.UserEvent,
         events.ResultEvent,
     ):

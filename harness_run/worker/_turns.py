@@ -29,7 +29,7 @@ from harness_run.errors import (
 from harness_run.events import AgentEvent
 from harness_run.runtime import AgentUser, Run, Session
 from harness_run.runtime.local import DEFAULT_POOL_AFTER, LocalEngine, Workspaces
-from harness_run.runtime.remote import (
+from harness_run.runtime.worker_client import (
     DeliverRequest,
     DeliverResponse,
     ExecRequest,
@@ -241,12 +241,20 @@ class Worker:
         self.current: TurnState | None = None
         self.closing = False
         self._start_lock = asyncio.Lock()
+        self._local: LocalEngine | None = None
 
     @property
     def busy(self) -> bool:
         return self.current is not None and not self.current.finished.is_set()
 
     def _engine(self) -> LocalEngine:
+        """The worker's one engine: it keeps a session's harness process between the turns this
+        sandbox runs (a stale one — the session ran elsewhere meanwhile — is never used)."""
+        if self._local is None:
+            self._local = self._new_engine()
+        return self._local
+
+    def _new_engine(self) -> LocalEngine:
         # the client that reserved a turn (the remote engine) decides about turns left by the dead
         return LocalEngine(
             self.spec,
@@ -311,6 +319,7 @@ class Worker:
             )
         await asyncio.to_thread(self._drop_stale_workspace, record)
         session = await asyncio.to_thread(self._engine().get_session, request.session_id)
+        session.refresh(record)  # the store's, as the client reserved it (a held session may be behind)
         turn_config = TurnConfig.from_dict(request.turn_config) if request.turn_config else None
         secrets = dict(request.secrets)
         # checks secrets and config; the reservation in the store (GCS in a pod) off the event loop
@@ -487,10 +496,17 @@ class Worker:
         """Refuse new turns, stop the running one (its result is stored), wait for it."""
         self.closing = True
         state = self.current
-        if state is None or state.finished.is_set():
-            return
-        log.info("stopping turn %s for shutdown", state.turn_id)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(state.session.interrupt(), grace)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.finished.wait(), grace)
+        if state is not None and not state.finished.is_set():
+            log.info("stopping turn %s for shutdown", state.turn_id)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(state.session.interrupt(), grace)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.finished.wait(), grace)
+        await self.end_warm()
+
+    async def end_warm(self) -> None:
+        """End the harness processes the worker's engine keeps (shutdown)."""
+        if self._local is not None:
+            with contextlib.suppress(Exception):
+                await self._local.aclose()
+            self._local = None

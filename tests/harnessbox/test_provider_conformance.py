@@ -34,13 +34,13 @@ SPEC = AgentSpec(name="conformance", harness="claude-code", model="claude-sonnet
 
 @pytest.fixture(scope="module")
 def container_provider(
-    container_options: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    container_options: dict[str, Any], container_opts: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Factory:
     from harness_run.runtime.container import ContainerEngine, ContainerPool, share_store
 
     spec = SPEC
     workdir = tmp_path_factory.mktemp("conformance")
-    engine = local.deploy(spec, workdir=workdir, isolation="container", **container_options)
+    engine = local.deploy(spec, workdir=workdir, isolation="container", container=container_opts)
     assert isinstance(engine, ContainerEngine)
     image = engine.image
     engine.close()

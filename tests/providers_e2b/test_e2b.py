@@ -54,7 +54,8 @@ async def test_a_turn_streams_pauses_when_idle_resumes_with_its_workspace_and_ki
         assert e2b_double.count("POST", "/v2/sandboxes") == 1
         [sandbox_id] = list(e2b_double.sandboxes)
 
-        await _until(lambda: e2b_double.sandboxes[sandbox_id].state == "paused")  # auto-pause
+        # auto-pause: the double has it paused, and then our client counts it (after closing its client)
+        await _until(lambda: e2b_double.sandboxes[sandbox_id].state == "paused" and engine.claims.pauses >= 1)
         assert engine.claims.pauses == 1
         assert e2b_double.docker.containers.get(e2b_double.sandboxes[sandbox_id].container).status == "paused"
 

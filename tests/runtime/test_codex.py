@@ -36,6 +36,7 @@ from harness_run.events import (
     WarningEvent,
 )
 from harness_run.harness import TurnContext, get_driver
+from harness_run.harness import codex as codex_module
 from harness_run.harness.codex import CodexDriver, strict_schema
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt, TurnConfig
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text
@@ -182,6 +183,7 @@ async def test_a_new_engine_reattaches_and_resumes_from_the_checkpoint(
     one = await session.run("first prompt alpha", secrets=secrets_for(codex_model))
     assert not one.is_error, one.error
     sid = session.session_id
+    await engine.aclose()  # this process is gone (its kept Codex with it): another machine goes on
 
     shutil.rmtree(workdir / "sessions" / sid / "home")  # CODEX_HOME with the rollout is gone
     shutil.rmtree(workdir / "sessions" / sid / "workspace")
@@ -380,17 +382,23 @@ def test_launch_without_an_endpoint_uses_the_builtin_provider_and_keeps_secrets_
     driver = get_driver("codex")
     assert isinstance(driver, CodexDriver)
     plan = driver.launch(context(tmp_path, spec={"max_turns": 3, "disallowed_tools": ["web_search"]}))
-    # the credential guards' hook is harness-run's own: Codex runs it without a trust review
-    assert plan.argv[1:] == [
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "-m",
-        MODEL,
-        "--dangerously-bypass-hook-trust",
-        "-",
+    # the session's process: the bridge to `codex app-server`, the same argv on every turn; the
+    # turn is a JSON line on its stdin (the bridge asks app-server to run our guard hook untrusted)
+    assert plan.argv[:4] == [
+        sys.executable,
+        "-I",
+        "-S",
+        str(Path(codex_module.__file__).with_name("_codex_bridge.py")),
     ]
-    assert (plan.stdin, plan.keep_stdin_open) == (b"-starts with a dash", False)  # then EOF
+    assert plan.argv[4] == driver.locate() and len(plan.argv) == 5
+    assert json.loads(plan.stdin or b"") == {
+        "prompt": "-starts with a dash",
+        "thread_id": None,
+        "model": MODEL,
+        "cwd": str(tmp_path / "ws"),
+        "output_schema": None,
+    }
+    assert plan.keep_stdin_open and driver.keeps_process
     assert plan.env["CODEX_HOME"] == str(tmp_path / "home" / ".codex")
     assert plan.env["CODEX_API_KEY"] == "sk-secret-value"  # the built-in provider reads only this
     [(path, text_)] = plan.files.items()
@@ -432,20 +440,18 @@ def test_settings_codex_cannot_honour_are_refused_by_name(tmp_path: Path) -> Non
 
 def test_openrouter_model_ids_lose_their_routing_prefix(tmp_path: Path) -> None:
     plan = CodexDriver().launch(turn_context(tmp_path, "codex", "openrouter/openai/gpt-5.1"))
-    assert plan.argv[plan.argv.index("-m") + 1] == "openai/gpt-5.1"
+    assert json.loads(plan.stdin or b"")["model"] == "openai/gpt-5.1"
 
 
 def test_launch_resumes_by_thread_id(tmp_path: Path) -> None:
     ctx = context(tmp_path, resume=True, native_session_id="thread-1", spec={"output_schema": Verdict})
     plan = CodexDriver().launch(ctx)
-    schema = tmp_path / "home" / ".codex" / "harness-run" / "output-schema.json"
-    assert plan.argv[1:] == [
-        *("exec", "resume", "--json", "--skip-git-repo-check", "-m", MODEL),
-        "--dangerously-bypass-hook-trust",
-        *("--output-schema", str(schema), "thread-1", "-"),
-    ]
+    first = CodexDriver().launch(context(tmp_path, spec={"output_schema": Verdict}))
+    assert (plan.argv, plan.env, plan.files) == (first.argv, first.env, first.files)  # one process
+    turn = json.loads(plan.stdin or b"")
+    assert turn["thread_id"] == "thread-1"
     # made strict, as OpenAI requires for Codex's strict json_schema format
-    assert json.loads(plan.files[schema]) == {**Verdict.model_json_schema(), "additionalProperties": False}
+    assert turn["output_schema"] == {**Verdict.model_json_schema(), "additionalProperties": False}
 
 
 class Change(BaseModel):

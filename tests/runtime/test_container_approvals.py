@@ -41,12 +41,12 @@ def _spec() -> AgentSpec:
 
 @pytest.fixture(scope="module")
 def deployed(
-    container_options: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    container_opts: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ScriptedModel, Path]]:
     with ScriptedModel(RULES) as model:
         workdir = tmp_path_factory.mktemp("ctr-approvals") / "workdir"
         started = time.perf_counter()
-        engine = local.deploy(_spec(), workdir=workdir, isolation="container", **container_options)
+        engine = local.deploy(_spec(), workdir=workdir, isolation="container", container=container_opts)
         print(f"\ncontainer deploy (build or find {engine.image}): {time.perf_counter() - started:.1f} s")
         engine.close()
         yield model, workdir
@@ -54,10 +54,10 @@ def deployed(
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "opencode"])
 async def test_approve_then_deny_in_a_container(
-    harness: str, deployed: tuple[ScriptedModel, Path], container_options: dict[str, Any]
+    harness: str, deployed: tuple[ScriptedModel, Path], container_opts: Any
 ) -> None:
     model, workdir = deployed
-    engine = local.deploy(_spec(), workdir=workdir, isolation="container", **container_options)
+    engine = local.deploy(_spec(), workdir=workdir, isolation="container", container=container_opts)
     h = HARNESS[harness]
     try:
         session = engine.start_session({"harness": harness, "model": h.model})

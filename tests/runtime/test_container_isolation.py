@@ -24,6 +24,7 @@ from testkit.git_http import GitHttpServer, make_bare_repo
 from harness_run import AgentSpec, Engine, RepoSource, local
 from harness_run.errors import InfrastructureError, SessionBusyError, UsageError
 from harness_run.events import ToolResultEvent
+from harness_run.local import ContainerOptions, ImageOptions
 from harness_run.runtime.container import ContainerEngine
 from harness_run.spec import GitOptions
 from harness_run.testing import Reply, Rule, ScriptedModel
@@ -83,13 +84,13 @@ def setup(
     ca = os.environ.get("PIP_CERT")
     if not ca or not Path(ca).is_file():
         pytest.skip("PIP_CERT does not name the registry proxy's CA file; the image build cannot reach PyPI")
-    options = {
-        "docker_client": docker_client,
-        "base_image": base_image,
-        "ca_files": [ca],
-        "network_mode": "host",
-        "labels": docker_labels,
-    }
+    container = ContainerOptions(
+        image=ImageOptions(base_image=base_image, ca_files=[ca]),
+        network_mode="host",
+        labels=docker_labels,
+        docker_client=docker_client,
+    )
+    options: dict[str, Any] = {"container": container}
     with ScriptedModel(RULES) as model:
         setup = Setup(model, tmp_path_factory.mktemp("ctr") / "workdir", docker_client, options)
         started = time.perf_counter()
@@ -230,7 +231,9 @@ def test_isolation_errors_and_light_import(tmp_path: Path) -> None:
         local.deploy(spec(), workdir=tmp_path, isolation="vm")  # type: ignore[call-overload]
     dead = docker.DockerClient(base_url=f"unix://{tmp_path}/no-docker.sock", version="1.41", timeout=2)
     with pytest.raises(InfrastructureError, match=r"no Docker engine answers .*start Docker"):
-        local.deploy(spec(), workdir=tmp_path, isolation="container", docker_client=dead)
+        local.deploy(
+            spec(), workdir=tmp_path, isolation="container", container=ContainerOptions(docker_client=dead)
+        )
 
 
 async def test_host_directories_are_bind_mounted_and_shared_workspaces_take_turns(

@@ -58,9 +58,7 @@ async def test_readme_examples_run_on_the_docker_provider(
 
 
 @pytest.fixture
-async def container_engine(
-    remote: Remote, tmp_path: Path, docker_options: dict[str, Any]
-) -> AsyncIterator[Any]:
+async def container_engine(remote: Remote, tmp_path: Path, container_opts: Any) -> AsyncIterator[Any]:
     spec = AgentSpec(
         name="ctr-git",
         harness="claude-code",
@@ -69,7 +67,7 @@ async def container_engine(
         repos=[RepoSource.git(remote.url, auth="GH_TOKEN", depth=1, path=".")],
         git=GitOptions(commit="after_turn", push=True, author=AUTHOR, message="{branch}: turn {turn}"),
     )
-    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
+    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", container=container_opts)
     yield engine
     await engine.aclose()
 
@@ -125,7 +123,11 @@ async def test_two_container_sessions_on_two_branches_push_then_a_rejected_push_
 
 @pytest.mark.harness
 async def test_on_close_commits_in_the_container_and_delete_is_refused_while_a_turn_runs(
-    scripted: ScriptedModel, remote: Remote, tmp_path: Path, docker_options: dict[str, Any]
+    scripted: ScriptedModel,
+    remote: Remote,
+    tmp_path: Path,
+    docker_options: dict[str, Any],
+    container_opts: Any,
 ) -> None:
     spec = AgentSpec(
         name="ctr-close",
@@ -134,7 +136,7 @@ async def test_on_close_commits_in_the_container_and_delete_is_refused_while_a_t
         repos=[RepoSource.git(remote.url, auth="GH_TOKEN", path=".")],
         git=GitOptions(commit="on_close", push=True, author=AUTHOR, message="{branch}: closed"),
     )
-    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
+    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", container=container_opts)
     secrets = {**model_secrets(scripted), "GH_TOKEN": remote.token}
     one = engine.start_session(branch="feat/one", base_branch="main")
     two = engine.start_session(branch="feat/two", base_branch="main")
@@ -160,7 +162,11 @@ async def test_on_close_commits_in_the_container_and_delete_is_refused_while_a_t
 
 @pytest.mark.harness
 async def test_a_synchronous_close_cannot_commit_on_close_and_says_so(
-    scripted: ScriptedModel, remote: Remote, tmp_path: Path, docker_options: dict[str, Any]
+    scripted: ScriptedModel,
+    remote: Remote,
+    tmp_path: Path,
+    docker_options: dict[str, Any],
+    container_opts: Any,
 ) -> None:
     spec = AgentSpec(
         name="ctr-sync-close",
@@ -170,7 +176,7 @@ async def test_a_synchronous_close_cannot_commit_on_close_and_says_so(
         repos=[RepoSource.git(remote.url, auth="GH_TOKEN", path=".")],
         git=GitOptions(commit="on_close", push=True),
     )
-    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", **docker_options)
+    engine = local.deploy(spec, workdir=tmp_path / "wd", isolation="container", container=container_opts)
     session = engine.start_session(branch="feat/sync", base_branch="main")
     secrets = {**model_secrets(scripted), "GH_TOKEN": remote.token}
     assert not (await session.run("Fix the auth bug", secrets=secrets)).is_error

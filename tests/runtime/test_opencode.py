@@ -29,6 +29,7 @@ from harness_run.events import (
     ToolUseEvent,
 )
 from harness_run.harness import TurnContext, get_driver
+from harness_run.harness import opencode as opencode_driver
 from harness_run.harness.opencode import OpenCodeDriver, opencode_model
 from harness_run.spec import McpServer, SessionConfig, SkillSource, SystemPrompt
 from harness_run.testing import ScriptedModel, Usage, error, shell, structured, text, tool_call
@@ -39,6 +40,7 @@ from .conftest import EngineFactory
 from .test_secrets import store_contents
 
 MODEL = "openai/gpt-5.1"
+BRIDGE = Path(opencode_driver.__file__).with_name("_opencode_bridge.py")
 USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"}
 SERVER = Path(__file__).with_name("mcp_marker_server.py")
 harness = pytest.mark.harness
@@ -287,11 +289,16 @@ def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> No
         },
     )
     plan = driver.launch(ctx)
-    assert plan.argv[1:] == [
-        *("run", "--format", "json", "--pure", "--thinking", "-m", f"harness-run/{MODEL}"),
-        *("--title", f"harness-run {ctx.session_id}"),
-    ]
-    assert (plan.stdin, plan.keep_stdin_open) == (b"-starts with a dash", False)
+    # the bridge to `opencode serve` (the same argv on every turn); the turn is its stdin line
+    assert plan.argv == [sys.executable, "-I", "-S", str(BRIDGE), sys.executable]
+    turn = {
+        "prompt": "-starts with a dash",
+        "session": None,
+        "title": f"harness-run {ctx.session_id}",
+        "model": f"harness-run/{MODEL}",
+        "auto": False,
+    }
+    assert (json.loads(plan.stdin or b""), plan.keep_stdin_open) == (turn, True)
     home = tmp_path / "home"
     assert plan.env["XDG_DATA_HOME"] == str(home / ".local" / "share")
     assert plan.env["OPENCODE_CONFIG"] == str(home / "harness-run" / "opencode.json")
@@ -320,7 +327,9 @@ def test_launch_builds_argv_env_and_config_without_secrets(tmp_path: Path) -> No
     assert driver.skills_dir(tmp_path / "ws", home) == home / ".config" / "opencode" / "skills"
 
     resumed = driver.launch(context(tmp_path, resume=True, native_session_id="ses_1"))
-    assert resumed.argv[-3:] == ["--auto", "--session", "ses_1"]  # bypassPermissions: --auto
+    assert resumed.argv == plan.argv
+    line = json.loads(resumed.stdin or b"")
+    assert (line["session"], line["auto"]) == ("ses_1", True)  # bypassPermissions: auto-approve
     assert json.loads(resumed.files[home / "harness-run" / "opencode.json"])["model"] == MODEL
 
 
@@ -420,6 +429,7 @@ def test_the_parser_maps_opencode_lines_and_never_raises(tmp_path: Path) -> None
             "part": {"reason": "stop", "cost": 0.25, "tokens": {"input": 7, "output": 1}},
         },
         {"type": "tool_use", **ses, "part": "not a dict"},
+        {"type": "done", **ses, "reason": "idle", "rejected": []},  # the bridge's end of the turn
     ]
     events = [e for line in [*map(json.dumps, lines), "garbage", "[1]", ""] for e in parser.feed(line)]
     types = ["started", "thinking", "tool_use", "tool_result", "tool_use", "tool_result", "message"]

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from harness_run.errors import InfrastructureError
-from harness_run.runtime.http import connect
+from harness_run.runtime.server_client import connect
 from harness_run.vocab.net import free_port
 
 

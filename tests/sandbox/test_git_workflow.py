@@ -233,7 +233,7 @@ async def test_shared_sessions_take_turns_in_one_sandbox_and_a_new_one_starts_fr
     sandbox and one checkout; turns sent at once take turns (the log is not interleaved, the two
     commits are pushed one on the other). When that sandbox is gone, the next turn's new sandbox
     starts from the newest checkpoint of any sharing session (its push is a fast-forward)."""
-    from harness_run.runtime.remote._slots import shared_slot
+    from harness_run.runtime.worker_client._slots import shared_slot
 
     secrets = deployed.secrets(GH_TOKEN=origin.token)
     eng = _engine(deployed, git_spec)

@@ -348,7 +348,7 @@ async def test_a_warm_claim_works_at_once_and_the_worker_refuses_a_wrong_token(
     token and even another ticketed token get 401 and nothing runs."""
     import hashlib
 
-    from harness_run.runtime.remote import TurnRequest, WorkerClient
+    from harness_run.runtime.worker_client import TurnRequest, WorkerClient
     from harness_run.store import engine_view, open_store
     from harness_run.vocab.k8s import CLAIM_TICKET
 

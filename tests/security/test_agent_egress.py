@@ -104,8 +104,8 @@ SPEC = AgentSpec(
 
 
 @pytest.fixture(scope="module")
-def options(container_options: dict[str, Any]) -> dict[str, Any]:
-    return {**container_options, "isolation": "container"}
+def options(container_opts: Any) -> dict[str, Any]:
+    return {"isolation": "container", "container": container_opts}
 
 
 @pytest.fixture(scope="module")

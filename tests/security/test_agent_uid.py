@@ -49,8 +49,8 @@ ATTACKS = (
 
 
 @pytest.fixture(scope="module")
-def options(container_options: dict[str, Any]) -> dict[str, Any]:
-    return {**container_options, "isolation": "container"}
+def options(container_opts: Any) -> dict[str, Any]:
+    return {"isolation": "container", "container": container_opts}
 
 
 async def test_the_agent_runs_as_another_uid_and_cannot_reach_the_worker(

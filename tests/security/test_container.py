@@ -66,8 +66,8 @@ def _attacks(harness: str, shell_attacks: list[str]) -> list[Reply]:
 
 
 @pytest.fixture(scope="module")
-def options(container_options: dict[str, Any]) -> dict[str, Any]:
-    return {**container_options, "isolation": "container"}
+def options(container_opts: Any) -> dict[str, Any]:
+    return {"isolation": "container", "container": container_opts}
 
 
 async def test_guards_and_proxy_hold_in_the_container(options: dict[str, Any], tmp_path: Path) -> None:
@@ -391,7 +391,7 @@ async def test_a_crashing_guard_denies_in_the_container(options: dict[str, Any],
     CLIs, Claude Code's HTTP hook gets a 500 and Codex's and OpenCode's command hook a deny — the
     tool call is blocked on each harness and its command never runs."""
     spec = AgentSpec(name="sec-ctr-multi", env={"HARNESS_RUN_CODEX_MAX_RETRIES": "0"}, **MULTI)
-    docker_client = options["docker_client"]
+    docker_client = options["container"].docker_client
     with ScriptedModel() as model:
         engine = local.deploy(spec, workdir=tmp_path / "workdir", **options)
         broken = _broken_guard_image(docker_client, engine.image)

@@ -127,9 +127,9 @@ def _attacks(port: int) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 async def test_container_egress_none_and_allowlist(
-    container_options: dict[str, Any], tmp_path: Path, canary: Canary, allowed: int
+    container_opts: Any, tmp_path: Path, canary: Canary, allowed: int
 ) -> None:
-    options: dict[str, Any] = {**container_options, "isolation": "container"}
+    options: dict[str, Any] = {"isolation": "container", "container": container_opts}
     attacks = _attacks(canary.port)
     reach_allowed = f"curl -s -m 10 --noproxy '' http://127.0.0.1:{allowed}/ok; echo; echo rc=$?"
     show_proxy = 'echo "proxy=$HTTPS_PROXY"'

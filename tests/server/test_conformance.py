@@ -40,7 +40,7 @@ def engines(
 
         yield open_local
     elif request.param == "container":
-        options: dict[str, Any] = request.getfixturevalue("container_options")
+        options: dict[str, Any] = {"container": request.getfixturevalue("container_opts")}
 
         def open_container() -> Engine:
             opened.append(local.deploy(spec, workdir=tmp_path, isolation="container", **options))

@@ -16,6 +16,7 @@ import pytest
 import harness_run
 from harness_run import AgentSpec, local
 from harness_run.events import ToolResultEvent
+from harness_run.local import ContainerOptions, ImageOptions
 from harness_run.server import ServerPolicy, ServerState
 from harness_run.store import SqliteStore
 from harness_run.testing import Reply, Rule, ScriptedModel
@@ -41,11 +42,12 @@ def _deploy(store_dir: Path, docker_client: Any, base_image: str, labels: dict[s
         spec,
         workdir=store_dir,
         isolation="container",
-        docker_client=docker_client,
-        base_image=base_image,
-        ca_files=[ca],
-        network_mode="host",
-        labels=labels,
+        container=ContainerOptions(
+            image=ImageOptions(base_image=base_image, ca_files=[ca]),
+            network_mode="host",
+            labels=labels,
+            docker_client=docker_client,
+        ),
     )
     engine.close()
 

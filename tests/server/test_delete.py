@@ -14,7 +14,7 @@ import harness_run
 from harness_run import AgentSpec
 from harness_run.errors import SessionBusyError, SessionNotFoundError, UsageError
 from harness_run.events import ToolUseEvent
-from harness_run.runtime.http import ServerHistory, ServerStore, Wire
+from harness_run.runtime.server_client import ServerHistory, ServerStore, Wire
 from harness_run.store import SqliteStore
 from harness_run.testing import ScriptedModel, shell, text
 

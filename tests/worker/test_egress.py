@@ -12,7 +12,7 @@ import pytest
 from testkit.listeners import ALLOWED_BODY, allowed_server, canary_listener
 
 from harness_run import AgentSpec
-from harness_run.runtime.remote import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
 
 from .conftest import SPEC, TOKEN, WorkerFactory, model_secrets, new_session

@@ -11,7 +11,7 @@ import pytest
 from testkit.old_layout import to_old_layout
 
 from harness_run.errors import SessionNotFoundError
-from harness_run.runtime.remote import WorkerClient
+from harness_run.runtime.worker_client import WorkerClient
 from harness_run.store import GcsStore, open_store
 from harness_run.testing import ScriptedModel, shell, text
 

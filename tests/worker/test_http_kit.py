@@ -94,7 +94,7 @@ def test_each_bad_body_gets_the_same_answer_from_the_worker_and_the_server(
             assert set(worker_body) == set(server_body), (name, worker_body, server_body)
             assert _pointer_off(worker_body["message"]) == _pointer_off(server_body["message"]), name
             if status == 422:
-                assert worker_body["message"].endswith("see TurnRequest in harness_run.runtime.remote")
+                assert worker_body["message"].endswith("see TurnRequest in harness_run.runtime.worker_client")
                 assert server_body["message"].endswith("see TurnRequest in /openapi.json")
     assert "Traceback" not in worker.log
 

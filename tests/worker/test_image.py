@@ -16,7 +16,7 @@ import pytest
 
 from harness_run import AgentSpec
 from harness_run.compiler import ImageOptions, PodOptions, build_image, compile
-from harness_run.runtime.remote import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
 
 from .conftest import MODEL, TOKEN, TOKEN_SHA256, free_port, model_secrets, new_session

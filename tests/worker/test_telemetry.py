@@ -13,7 +13,7 @@ import pytest
 from testkit.otel import in_memory, read_span_lines
 
 from harness_run import telemetry
-from harness_run.runtime.remote import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
 from harness_run.testing import ScriptedModel, shell, text
 
 from .conftest import CANARY, TOKEN, WorkerFactory, model_secrets, new_session

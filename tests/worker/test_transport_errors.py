@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from harness_run.errors import InfrastructureError
-from harness_run.runtime.remote import TurnRequest, WorkerClient
-from harness_run.runtime.remote._engine import _start
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client._engine import _start
 from harness_run.testing import ScriptedModel, text
 from harness_run.vocab.k8s import ANNOTATION_TOKEN_SHA256
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_run.runtime.remote import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
 from harness_run.worker import vertex_env
 
 from .conftest import TOKEN, WorkerFactory, new_session

@@ -20,7 +20,7 @@ import pytest
 
 from harness_run.errors import InfrastructureError, SessionBusyError, UsageError
 from harness_run.events import ToolUseEvent, parse_event
-from harness_run.runtime.remote import TurnRequest, WorkerClient
+from harness_run.runtime.worker_client import TurnRequest, WorkerClient
 from harness_run.store import HistoryStore
 from harness_run.testing import ScriptedModel, error, shell, text
 
@@ -439,3 +439,49 @@ def _running(marker: str) -> bool:
                 if marker.encode() in Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" "):
                     return True
     return False
+
+
+def _alive(pids: set[int]) -> set[int]:
+    out: set[int] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if b") Z " not in Path(f"/proc/{pid}/stat").read_bytes():
+                out.add(pid)
+    return out
+
+
+def _claude_under(pid: int) -> set[int]:
+    """The live ``claude`` processes below ``pid`` (the worker)."""
+    from harness_run.runtime._process import descendants
+
+    found: set[int] = set()
+    for child in descendants(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+            state = Path(f"/proc/{child}/stat").read_bytes()
+        except OSError:
+            continue
+        if b"claude" in cmd and b") Z " not in state and b"_reaper" not in cmd:
+            found.add(child)
+    return found
+
+
+async def test_the_worker_keeps_the_session_s_cli_between_its_turns(
+    start_worker: WorkerFactory, gcs_store_url: str, model: ScriptedModel
+) -> None:
+    """Issue 25: a claimed sandbox's worker writes the session's next turn to the CLI that ran the
+    last one; SIGTERM ends it with the worker."""
+    model.add(text("turn one"), text("turn two"))
+    sid = new_session(gcs_store_url)
+    worker = start_worker(gcs_store_url, name="warm")
+    async with WorkerClient(worker.url, TOKEN) as client:
+        info = await client.start_turn(turn(sid, "first", model))
+        assert (await collect(client, info.turn_id))[-1]["result"]["text"] == "turn one"
+        kept = await asyncio.to_thread(_claude_under, worker.proc.pid)
+        assert len(kept) == 1
+        info = await client.start_turn(turn(sid, "second", model, turn=2))
+        assert (await collect(client, info.turn_id))[-1]["result"]["text"] == "turn two"
+        assert await asyncio.to_thread(_claude_under, worker.proc.pid) == kept
+    assert len(model.main_requests[-1].messages) == 3  # the kept CLI had turn one's conversation
+    assert worker.stop() == 0
+    assert await asyncio.to_thread(_alive, kept) == set()

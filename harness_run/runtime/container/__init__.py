@@ -12,10 +12,12 @@ from harness_run.runtime.container._engine import (
     engine_for,
     share_store,
 )
+from harness_run.runtime.container._options import ContainerOptions
 from harness_run.runtime.container._pool import ContainerPool
 
 __all__ = [
     "ContainerEngine",
+    "ContainerOptions",
     "ContainerPool",
     "deploy_container",
     "docker_client",

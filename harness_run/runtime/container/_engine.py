@@ -1,7 +1,8 @@
 """``ContainerEngine``: local sessions isolated in containers of the compiled image.
 
-The same engine as the Agent Sandbox runtime (:class:`~harness_run.runtime.remote._engine.WorkerEngine`:
-the worker protocol, turns, re-attach, exec), with a :class:`ContainerPool` instead of a warm pool.
+The same engine as the Agent Sandbox runtime
+(:class:`~harness_run.runtime.worker_client.WorkerEngine`: the worker protocol, turns, re-attach,
+exec), with a :class:`ContainerPool` instead of a warm pool.
 History is the workdir's SQLite store, shared with the containers through a bind mount.
 """
 
@@ -9,19 +10,19 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from harness_run.compiler import docker_client
 from harness_run.errors import InfrastructureError, UsageError
 from harness_run.runtime import check_workspace, record_engine
+from harness_run.runtime.container._options import ContainerOptions
 from harness_run.runtime.container._pool import ContainerPool
-from harness_run.runtime.remote import WorkerEngine
+from harness_run.runtime.worker_client import WorkerEngine
 from harness_run.spec import AgentSpec, WorkspaceOptions
 from harness_run.store import EngineRecord, SqliteStore
 from harness_run.vocab.k8s import AGENT_UID
-from harness_run.vocab.pins import DEFAULT_BASE_IMAGE
 
 __all__ = ["RUNTIME", "ContainerEngine", "deploy_container", "docker_client", "engine_for"]
 
@@ -111,25 +112,21 @@ def deploy_container(
     spec: AgentSpec,
     *,
     workdir: Path,
-    base_image: str = DEFAULT_BASE_IMAGE,
-    docker_client_: Any = None,
-    network_mode: str = "host",
-    ca_files: Sequence[str | Path] = (),
+    options: ContainerOptions | None = None,
     idle_ttl: float = 60.0,
     claim_timeout: float = 120.0,
-    labels: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     pool_after: float | None = None,
 ) -> ContainerEngine:
-    """Compile ``spec``, build its image unless the tag exists locally, record the engine in the
-    workdir's store and return the engine."""
-    from harness_run.compiler import ImageOptions, PodOptions, build_image, compile
+    """Compile ``spec`` with ``options.image``, build its image unless the tag exists locally,
+    record the engine in the workdir's store and return the engine."""
+    from harness_run.compiler import PodOptions, build_image, compile
 
     if not isinstance(spec, AgentSpec):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UsageError("local.deploy() takes an AgentSpec; load files with AgentSpec.from_yaml(path)")
-    client = docker_client(docker_client_)
-    image = ImageOptions(base_image=base_image, ca_files=ca_files, build_network=network_mode)
-    plan = compile(spec, image=image, pods=PodOptions(runtime_class=None))
+    options = options if options is not None else ContainerOptions()
+    client = docker_client(options.docker_client)
+    plan = compile(spec, image=options.build_image, pods=PodOptions(runtime_class=None))
     if not _image_exists(client, plan.image):
         build_image(plan, client=client, progress=progress)
     store = share_store(workdir)
@@ -139,10 +136,10 @@ def deploy_container(
         store,
         client,
         image=plan.image,
-        network_mode=network_mode,
+        network_mode=options.network_mode,
         idle_ttl=idle_ttl,
         claim_timeout=claim_timeout,
-        labels=labels,
+        labels=options.labels,
         pool_after=pool_after,
     )
 

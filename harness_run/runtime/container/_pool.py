@@ -1,6 +1,6 @@
 """``ContainerPool``: a Docker container of the compiled image per session, on this machine.
 
-The :class:`~harness_run.runtime.remote._provider.SandboxProvider` of local container isolation. Each
+The :class:`~harness_run.runtime.worker_client._provider.SandboxProvider` of local container isolation. Each
 claim starts a container of the engine's image (the ``docker`` SDK, imported lazily) whose worker
 listens on its own free port of 127.0.0.1 (host network) behind a fresh bearer token, with the
 host's SQLite history store bind-mounted in; it is removed after ``idle_ttl`` seconds without a
@@ -31,7 +31,7 @@ from typing import Any
 
 from harness_run.errors import InfrastructureError
 from harness_run.runtime.container._egress import SOCKET_MOUNT, ContainerLink, HostEgress
-from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.runtime.worker_client import Claim, HeldClaims
 from harness_run.spec import Network
 from harness_run.vocab.k8s import (
     AGENT_NETNS_ENV,
@@ -147,7 +147,7 @@ class ContainerPool(HeldClaims):
         return None
 
     async def _new(self, session_id: str) -> Claim:
-        from harness_run.runtime.remote import WorkerClient
+        from harness_run.runtime.worker_client import WorkerClient
 
         token = secrets.token_urlsafe(32)
         started = time.monotonic()

@@ -9,7 +9,7 @@ it and does nothing):
 - without: from the context itself (``Image.from_dockerfile``: the SDK uploads the context and
   Daytona builds it).
 
-Turns run on the in-image worker (:class:`~harness_run.runtime.remote.WorkerEngine`) in a sandbox
+Turns run on the in-image worker (:class:`~harness_run.runtime.worker_client.WorkerEngine`) in a sandbox
 per session (:class:`DaytonaSandboxes`); history is ``store``, which this process and the sandboxes
 share (``gs://…``, or a directory the sandboxes see through the Daytona volume ``store_volume``).
 """
@@ -24,7 +24,7 @@ from typing import Any, cast
 from harness_run.errors import BuildError, InfrastructureError, UsageError, redact
 from harness_run.runtime import record_engine
 from harness_run.runtime.daytona._sandboxes import DaytonaSandboxes, daytona_client
-from harness_run.runtime.remote import WorkerEngine
+from harness_run.runtime.worker_client import WorkerEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import HistoryStore, open_store
 from harness_run.vocab.pins import DEFAULT_BASE_IMAGE

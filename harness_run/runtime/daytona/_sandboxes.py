@@ -1,6 +1,6 @@
 """``DaytonaSandboxes``: a Daytona sandbox of the engine's snapshot per session.
 
-The :class:`~harness_run.runtime.remote.SandboxProvider` of ``provider="daytona"``. A claim creates
+The :class:`~harness_run.runtime.worker_client.SandboxProvider` of ``provider="daytona"``. A claim creates
 a sandbox from the engine's snapshot (the compiled image) whose worker listens on a port of its own
 behind a fresh bearer token (only its SHA-256 enters the sandbox), reached through the sandbox's
 preview link for that port (the SDK's ``get_preview_link``: its URL and the
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_run.errors import InfrastructureError, UsageError, redact
-from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.runtime.worker_client import Claim, HeldClaims
 from harness_run.vocab.k8s import AGENT_NETNS_ENV, AGENT_RUN_UID, AGENT_UID_ENV
 from harness_run.vocab.net import free_port
 
@@ -169,7 +169,7 @@ class DaytonaSandboxes(HeldClaims):
     def _claim(
         self, session_id: str, sandbox_id: str, token: str, url: str, preview: str, started: float
     ) -> Claim:
-        from harness_run.runtime.remote import WorkerClient
+        from harness_run.runtime.worker_client import WorkerClient
 
         return Claim(
             name=sandbox_id,

@@ -1,6 +1,6 @@
 """``deploy_e2b``: an engine whose sessions each run in an E2B sandbox of the compiled template.
 
-The engine is :class:`~harness_run.runtime.remote.WorkerEngine` (turns on the in-image worker,
+The engine is :class:`~harness_run.runtime.worker_client.WorkerEngine` (turns on the in-image worker,
 re-attach, exec) over :class:`E2BSandboxes`. The history store must be one both this process and
 the sandboxes reach (``gs://bucket/prefix``): the worker writes each turn there and this side reads
 the outcome. :class:`E2BProvider` is the same as a HarnessBox provider (``provider="e2b"``).
@@ -17,7 +17,7 @@ from harness_run.errors import UsageError
 from harness_run.runtime import record_engine
 from harness_run.runtime.e2b._sandboxes import E2BSandboxes
 from harness_run.runtime.e2b._template import ensure_template
-from harness_run.runtime.remote import WorkerEngine
+from harness_run.runtime.worker_client import WorkerEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import open_store
 from harness_run.vocab.pins import DEFAULT_BASE_IMAGE

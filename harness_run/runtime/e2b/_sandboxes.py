@@ -1,6 +1,6 @@
 """``E2BSandboxes``: one E2B sandbox of the engine's template per session, paused when idle.
 
-The :class:`~harness_run.runtime.remote.SandboxProvider` of the E2B runtime. A claim creates a
+The :class:`~harness_run.runtime.worker_client.SandboxProvider` of the E2B runtime. A claim creates a
 sandbox from the engine's template (the ``e2b`` SDK, imported lazily); the template's start
 command waits for ``/run/harness-run/env``, which this process writes through the SDK's filesystem
 API as root (the claim's token hash, the history store, the agent's uid), then sources and deletes
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness_run.errors import InfrastructureError
-from harness_run.runtime.remote import Claim, HeldClaims
+from harness_run.runtime.worker_client import Claim, HeldClaims
 from harness_run.vocab.k8s import AGENT_NETNS_ENV, AGENT_RUN_UID, AGENT_UID_ENV, WORKER_PORT
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class E2BSandboxes(HeldClaims):
         return "\n".join(lines) + "\n"
 
     def _claim(self, sandbox: AsyncSandbox, session_id: str, token: str, started: float) -> Claim:
-        from harness_run.runtime.remote import WorkerClient
+        from harness_run.runtime.worker_client import WorkerClient
 
         url, headers = self.worker_address(sandbox)
         return Claim(

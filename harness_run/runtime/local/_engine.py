@@ -349,7 +349,7 @@ class LocalEngine(WarmHarnesses, WorkspaceSteps, StoredEngine):
                 spawned = await self._first.launch(driver, ctx, launch, creds, forms, cacheable=plain)
             keep = self._keeps(driver, launch, creds, values)
             turn.fingerprint = fingerprint(launch, ctx.workspace) if keep else None
-            spawned = spawned or await self._adopt_warm(turn, launch)
+            spawned = spawned or await self._adopt_warm(turn, launch, ctx, user)
             process = TurnProcess(
                 launch,
                 driver.parser(ctx),

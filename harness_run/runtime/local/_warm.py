@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -70,7 +71,8 @@ def holds_secret(plan: LaunchPlan, forms: list[str]) -> bool:
 def fingerprint(plan: LaunchPlan, cwd: Path) -> str:
     """What a harness process was started with, apart from the turn: argv without the session flag
     (``--session-id X`` on a first turn, ``--resume X`` after), the environment, the config files
-    and the working directory. Two turns with the same fingerprint can share one process."""
+    and the working directory (its path and inode). Two turns with the same fingerprint can share
+    one process."""
     argv: list[str] = []
     skip = False
     for arg in plan.argv:
@@ -81,11 +83,15 @@ def fingerprint(plan: LaunchPlan, cwd: Path) -> str:
             skip = True
             continue
         argv.append(arg)
+    try:  # a workspace made again (restored from its checkpoint) is another directory
+        inode = os.stat(cwd).st_ino
+    except OSError:
+        inode = 0
     body = {
         "argv": argv,
         "env": sorted(plan.env.items()),
         "files": sorted((str(path), text) for path, text in plan.files.items()),
-        "cwd": str(cwd),
+        "cwd": [str(cwd), inode],
     }
     return hashlib.sha256(json.dumps(body, separators=(",", ":")).encode()).hexdigest()
 

@@ -15,6 +15,7 @@ from typing import Any
 from harness_run.errors import HarnessRunError, UsageError
 from harness_run.events import AgentEvent
 from harness_run.harness import HarnessDriver, LaunchPlan, TurnContext, get_driver
+from harness_run.runtime._agent_user import AgentUser
 from harness_run.runtime._process import Spawned, end_kept, new_tag, resumed, spawn_harness
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import TurnOutcome, TurnPlan
@@ -36,7 +37,7 @@ __all__ = ["Held", "WarmHarnesses"]
 
 _log = logging.getLogger("harness_run.runtime")
 
-POOL_KEY_VARIABLE = {"claude-code": "ANTHROPIC_API_KEY"}
+POOL_KEY_VARIABLE = {"claude-code": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
 """The key a pooled process is started for when the environment has none: a turn that passes it
 per run (``secrets=``) gets the pooled process (the proxy token is the same for the same variable)."""
 PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENROUTER_API_KEY")
@@ -210,9 +211,13 @@ class WarmHarnesses:
             return False
         return not holds_secret(launch, secret_forms(values))
 
-    async def _adopt_warm(self, turn: Held, launch: LaunchPlan) -> Spawned | None:
+    async def _adopt_warm(
+        self, turn: Held, launch: LaunchPlan, ctx: TurnContext, user: AgentUser | None
+    ) -> Spawned | None:
         """The session's warm process, given this turn's prompt, when it was started with this
-        turn's plan; else it ends (the turn starts a fresh one)."""
+        turn's plan; else it ends (the turn starts a fresh one). With an agent uid, the workspace
+        and home are handed over first, as before a spawn (this process rewrote files in them
+        since: the checkpoint, the redaction of the live home)."""
         warm = turn.warm
         if warm is None:
             return None
@@ -221,6 +226,8 @@ class WarmHarnesses:
             turn.warm = None
             await asyncio.shield(end_kept(warm.spawned))
             return None
+        if user is not None:
+            await asyncio.to_thread(user.hand_over, ctx.workspace, ctx.home)
         proc.stdin.write(launch.stdin)
         return resumed(warm.spawned, launch)
 

@@ -1,6 +1,7 @@
 """The Agent Sandbox runtime (GKE in production): ``deploy`` compiles, builds, pushes and applies an
 engine version; ``get_engine`` looks one up; its sessions claim warm sandboxes through
-:class:`ClaimPool` and run turns on the in-image worker (:class:`~harness_run.runtime.remote.WorkerEngine`).
+:class:`ClaimPool` and run turns on the in-image worker
+(:class:`~harness_run.runtime.worker_client.WorkerEngine`).
 
 ``kubernetes``, ``docker``, ``aiohttp`` and ``google-cloud-storage`` (the ``sandbox`` extra) are
 imported only when an engine is deployed or looked up. Users call the facade :mod:`harness_run.sandbox`.

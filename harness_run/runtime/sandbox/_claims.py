@@ -23,8 +23,8 @@ from typing import cast
 
 from harness_run.compiler import engine_labels
 from harness_run.errors import InfrastructureError
-from harness_run.runtime.remote import Claim, HeldClaims
 from harness_run.runtime.sandbox._kube import Kube, Obj, get_list, get_map, get_str
+from harness_run.runtime.worker_client import Claim, HeldClaims
 from harness_run.store import HistoryStore, engine_view
 from harness_run.vocab import k8s
 
@@ -65,7 +65,7 @@ def worker_address(claim: Obj, sandbox: Obj | None) -> str:
 
 class ClaimPool(HeldClaims):
     """The claims this process holds, one per session, for one engine version (the Agent Sandbox
-    :class:`~harness_run.runtime.remote._provider.SandboxProvider`)."""
+    :class:`~harness_run.runtime.worker_client._provider.SandboxProvider`)."""
 
     def __init__(
         self,
@@ -150,7 +150,7 @@ class ClaimPool(HeldClaims):
         }
 
     async def _new(self, session_id: str) -> Claim:
-        from harness_run.runtime.remote import WorkerClient
+        from harness_run.runtime.worker_client import WorkerClient
 
         token = secrets.token_urlsafe(32)
         digest = hashlib.sha256(token.encode()).hexdigest()

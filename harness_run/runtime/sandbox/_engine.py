@@ -1,6 +1,6 @@
 """``SandboxEngine``: the worker engine with sandboxes claimed from an Agent Sandbox warm pool.
 
-Turns, re-attach and exec are :class:`~harness_run.runtime.remote._engine.WorkerEngine`'s; this adds
+Turns, re-attach and exec are :class:`~harness_run.runtime.worker_client._engine.WorkerEngine`'s; this adds
 what is Kubernetes-specific: the claim pool (:class:`~harness_run.runtime.sandbox._claims.ClaimPool`) on the
 version's template/pool, the namespace, and deleting a version's objects.
 """
@@ -8,11 +8,11 @@ version's template/pool, the namespace, and deleting a version's objects.
 from __future__ import annotations
 
 from harness_run.compiler import SHORT_DIGEST_LEN, versioned_name
-from harness_run.runtime.remote import WorkerEngine
 from harness_run.runtime.sandbox._claims import ClaimPool
 from harness_run.runtime.sandbox._kube import Kube
 from harness_run.runtime.sandbox._options import ClaimOptions
 from harness_run.runtime.sandbox._versions import delete_version
+from harness_run.runtime.worker_client import WorkerEngine
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore
 

@@ -2,13 +2,14 @@
 sandbox comes from: the client half of the worker protocol (:class:`WorkerClient` and the request and
 response models), the :class:`SandboxProvider` port with its shared :class:`HeldClaims` bookkeeping,
 and :class:`WorkerEngine`, the one Engine over any provider (Docker containers, Agent Sandbox claims).
+(The client of ``harness-run serve`` is :mod:`harness_run.runtime.server_client`.)
 
 aiohttp is imported when a client is used, not by importing this package.
 """
 
-from harness_run.runtime.remote._client import WorkerClient
-from harness_run.runtime.remote._engine import WorkerEngine
-from harness_run.runtime.remote._protocol import (
+from harness_run.runtime.worker_client._client import WorkerClient
+from harness_run.runtime.worker_client._engine import WorkerEngine
+from harness_run.runtime.worker_client._protocol import (
     DeliverRequest,
     DeliverResponse,
     ErrorBody,
@@ -22,7 +23,7 @@ from harness_run.runtime.remote._protocol import (
     TurnRequest,
     TurnStatus,
 )
-from harness_run.runtime.remote._provider import Claim, HeldClaims, SandboxProvider
+from harness_run.runtime.worker_client._provider import Claim, HeldClaims, SandboxProvider
 
 __all__ = [
     # the engine over a provider

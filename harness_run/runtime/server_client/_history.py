@@ -1,6 +1,6 @@
 """``ServerHistory``: the sessions a ``harness-run serve`` keeps, read through its API with one key
 (the sessions that key may see), and a person's decisions sent to it. It is the
-:class:`~harness_run.runtime._history.SessionHistory` of :class:`HttpEngine`'s sessions and what
+:class:`~harness_run.runtime._history.SessionHistory` of :class:`ServerEngine`'s sessions and what
 ``harness-run top --server`` reads. The server writes its history itself: nothing here writes it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from harness_run.errors import ApprovalNotFoundError, SessionNotFoundError
 from harness_run.events import AgentEvent, parse_event
 from harness_run.runtime._approvals import check_decision
 from harness_run.runtime._transcript import Transcript, transcript_of
-from harness_run.runtime.http._wire import Wire
+from harness_run.runtime.server_client._wire import Wire
 from harness_run.store import ApprovalRecord, SessionRecord, TurnRecord
 
 __all__ = ["ServerHistory", "ServerStore", "session_path"]
@@ -102,7 +102,7 @@ class ServerStore(ServerHistory):
 
     def __init__(self, wire: Wire) -> None:
         warnings.warn(
-            "harness_run.runtime.http.ServerStore is deprecated: use ServerHistory (the same reads; "
+            "harness_run.runtime.server_client.ServerStore is deprecated: use ServerHistory (the same reads; "
             "it writes nothing, and the server's history changes through the Engine/Session API)",
             DeprecationWarning,
             stacklevel=2,

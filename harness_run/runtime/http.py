@@ -1,13 +1,10 @@
-"""Engines served by ``harness-run serve``: the thin client (:func:`connect` -> :class:`HttpEngine`),
-the reader of a server's sessions (:class:`ServerHistory`; ``ServerStore`` is its deprecated name)
-and the server's wire models, which the server (``harness_run.server``) imports from here.
+"""Deprecated: :mod:`harness_run.runtime.server_client`'s name before 0.1.0 (the client of
+``harness-run serve``; ``HttpEngine`` is now ``ServerEngine``). Importing it warns
+(``DeprecationWarning``); it goes in the release after 0.1.0."""
 
-aiohttp is imported when an event stream is opened, not by importing this package.
-"""
+import warnings
 
-from harness_run.runtime.http._engine import HttpEngine, connect
-from harness_run.runtime.http._history import ServerHistory, ServerStore
-from harness_run.runtime.http._protocol import (
+from harness_run.runtime.server_client import (
     ApprovalList,
     CreateSession,
     Decision,
@@ -18,17 +15,22 @@ from harness_run.runtime.http._protocol import (
     Health,
     Interrupted,
     KeyInfo,
+    ServerEngine,
+    ServerHistory,
+    ServerStore,
     SessionList,
     Steered,
     SteerRequest,
     TurnList,
     TurnRequest,
     TurnStarted,
+    Wire,
     WorkspaceRequest,
+    connect,
     event_id,
     parse_event_id,
 )
-from harness_run.runtime.http._wire import Wire
+from harness_run.runtime.server_client import ServerEngine as HttpEngine
 
 __all__ = [
     "ApprovalList",
@@ -42,6 +44,7 @@ __all__ = [
     "HttpEngine",
     "Interrupted",
     "KeyInfo",
+    "ServerEngine",
     "ServerHistory",
     "ServerStore",
     "SessionList",
@@ -56,3 +59,10 @@ __all__ = [
     "event_id",
     "parse_event_id",
 ]
+
+warnings.warn(
+    "harness_run.runtime.http is deprecated: import from harness_run.runtime.server_client (the same "
+    "names; HttpEngine is now ServerEngine), or use harness_run.connect",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -1,6 +1,6 @@
 """The team server's wire protocol (``harness-run serve``): JSON bodies as pydantic v2 models.
 
-The server (``harness_run.server``) and its thin client (:class:`HttpEngine`) share these models;
+The server (``harness_run.server``) and its thin client (:class:`ServerEngine`) share these models;
 the OpenAPI document is generated from them. Every route but ``GET /healthz`` and
 ``GET /openapi.json`` needs ``Authorization: Bearer <api key>``. Errors are :class:`ErrorBody`:
 401 no or a wrong key, 404 unknown engine or session, 409 a turn is running, 422 a body or config
@@ -17,10 +17,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness_run.runtime.remote import ErrorBody, SteerRequest
-from harness_run.runtime.remote import ExecResponse as ExecOutput
-from harness_run.runtime.remote import InterruptResponse as Interrupted
-from harness_run.runtime.remote import SteerResponse as Steered
+from harness_run.runtime.worker_client import ErrorBody, SteerRequest
+from harness_run.runtime.worker_client import ExecResponse as ExecOutput
+from harness_run.runtime.worker_client import InterruptResponse as Interrupted
+from harness_run.runtime.worker_client import SteerResponse as Steered
 from harness_run.store import ApprovalRecord, EngineRecord, SessionRecord, TurnRecord
 from harness_run.web import event_id, parse_event_id
 

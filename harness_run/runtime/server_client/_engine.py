@@ -1,4 +1,4 @@
-"""``HttpEngine``: an :class:`~harness_run.runtime.Engine` whose turns run on a ``harness-run serve``.
+"""``ServerEngine``: an :class:`~harness_run.runtime.Engine` whose turns run on a ``harness-run serve``.
 
 Sessions are the library's own :class:`Session` (same checks, same Run: await, iterate, poll,
 send, steer, interrupt, exec, delete); this engine is their backend, speaking the server's API. It
@@ -21,18 +21,18 @@ from harness_run.runtime._engine import EngineBase
 from harness_run.runtime._history import SessionHistory
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
-from harness_run.runtime.http._history import ServerHistory, session_path
-from harness_run.runtime.http._wire import Wire
+from harness_run.runtime.server_client._history import ServerHistory, session_path
+from harness_run.runtime.server_client._wire import Wire
 from harness_run.spec import AgentSpec, SessionConfig
 from harness_run.store import EngineRecord, SessionRecord
 from harness_run.vocab.envrules import PROVIDER_VARIABLES
 
-__all__ = ["HttpEngine", "connect"]
+__all__ = ["ServerEngine", "connect"]
 
 _DRAIN = 30.0
 
 
-def connect(base_url: str, api_key: str | None = None, *, engine: str | None = None) -> HttpEngine:
+def connect(base_url: str, api_key: str | None = None, *, engine: str | None = None) -> ServerEngine:
     """An Engine served by the ``harness-run serve`` at ``base_url``: ``engine`` names which (may be
     left out when the server serves one). ``api_key`` defaults to ``$HARNESS_RUN_API_KEY``."""
     key = api_key or os.environ.get("HARNESS_RUN_API_KEY")
@@ -49,10 +49,10 @@ def connect(base_url: str, api_key: str | None = None, *, engine: str | None = N
     chosen = [r for r in records if engine is None or r.name == engine]
     if not chosen:
         raise UsageError(f"the server at {wire.base_url} serves no engine {engine!r}; it serves {names}")
-    return HttpEngine(wire, chosen[0])
+    return ServerEngine(wire, chosen[0])
 
 
-class HttpEngine(EngineBase):
+class ServerEngine(EngineBase):
     """One engine of a server (see :func:`connect`): its sessions are started, listed, read and
     deleted on the server, with this client's key (the sessions that key may see)."""
 
@@ -75,7 +75,7 @@ class HttpEngine(EngineBase):
         return self._history
 
     def __repr__(self) -> str:
-        return f"<HttpEngine {self.name} at {self.wire.base_url}>"
+        return f"<ServerEngine {self.name} at {self.wire.base_url}>"
 
     # --- sessions ---------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from harness_run.errors import (
     SpecIssue,
     UsageError,
 )
-from harness_run.runtime.remote._protocol import (
+from harness_run.runtime.worker_client._protocol import (
     DeliverRequest,
     DeliverResponse,
     ExecRequest,

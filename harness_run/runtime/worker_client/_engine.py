@@ -3,7 +3,7 @@
 The engine is an :class:`~harness_run.runtime.Engine` and its sessions'
 :class:`~harness_run.runtime._session.TurnBackend`: ``Session`` (runtime-neutral) calls
 ``execute_turn``, which reserves the turn in the store (exactly one client wins), acquires a sandbox
-from its :class:`~harness_run.runtime.remote._provider.SandboxProvider` (a warm-pool claim on Agent
+from its :class:`~harness_run.runtime.worker_client._provider.SandboxProvider` (a warm-pool claim on Agent
 Sandbox, a local container, or the session's held one), starts the turn on the worker and mirrors
 its event stream into the :class:`Run`; the turn's outcome is the session record the worker stored.
 The worker writes the history; this side only marks the session running before the turn and writes
@@ -35,8 +35,8 @@ from harness_run.events import ResultEvent, RunResult, UserEvent, parse_event
 from harness_run.runtime._run import Run
 from harness_run.runtime._session import DEFAULT_EXEC_OUTPUT, ExecResult, Session, TurnOutcome, TurnPlan
 from harness_run.runtime._stored import StoredEngine
-from harness_run.runtime.remote._provider import Claim, SandboxProvider
-from harness_run.runtime.remote._slots import idle_donor, pool_key_of, shared_slot
+from harness_run.runtime.worker_client._provider import Claim, SandboxProvider
+from harness_run.runtime.worker_client._slots import idle_donor, pool_key_of, shared_slot
 from harness_run.security import inline_google_credentials, redact_event, secret_forms, secret_values
 from harness_run.spec import AgentSpec
 from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRecord, engine_view
@@ -44,8 +44,8 @@ from harness_run.store import EngineRecord, HistoryStore, SessionRecord, TurnRec
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from harness_run.runtime.remote._client import WorkerClient
-    from harness_run.runtime.remote._protocol import TurnRequest
+    from harness_run.runtime.worker_client._client import WorkerClient
+    from harness_run.runtime.worker_client._protocol import TurnRequest
 
 __all__ = ["WorkerEngine"]
 
@@ -257,7 +257,7 @@ class WorkerEngine(StoredEngine):
                 await gate.acquire()
                 gated = True
             claim = await self._claim(session, run, plan, slot)
-            from harness_run.runtime.remote._protocol import TurnRequest
+            from harness_run.runtime.worker_client._protocol import TurnRequest
 
             request = TurnRequest(
                 turn_id=turn_id,

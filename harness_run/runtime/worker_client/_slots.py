@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from harness_run.runtime.remote._provider import SandboxProvider
+    from harness_run.runtime.worker_client._provider import SandboxProvider
     from harness_run.spec import AgentSpec
     from harness_run.store import HistoryStore
 

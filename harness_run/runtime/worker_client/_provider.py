@@ -2,11 +2,11 @@
 whatever gives it sandboxes (public as :mod:`harness_run.providers`; see docs/providers.md).
 
 A :class:`SandboxProvider` hands out :class:`Claim` s: a sandbox bound to one session, the address
-of its worker and a :class:`~harness_run.runtime.remote.WorkerClient` holding the claim's bearer token. The
-Kubernetes Agent Sandbox runtime claims pods from a warm pool
+of its worker and a :class:`~harness_run.runtime.worker_client.WorkerClient` holding the claim's
+bearer token. The Kubernetes Agent Sandbox runtime claims pods from a warm pool
 (:class:`harness_run.runtime.sandbox._claims.ClaimPool`); local container isolation starts a Docker
 container per session (:class:`harness_run.runtime.container.ContainerPool`). The engine
-(:class:`harness_run.runtime.remote._engine.WorkerEngine`) is the same for all; a new provider
+(:class:`harness_run.runtime.worker_client._engine.WorkerEngine`) is the same for all; a new provider
 subclasses :class:`HeldClaims` and says how a sandbox is made, checked and removed.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from harness_run.runtime.remote._client import WorkerClient
+    from harness_run.runtime.worker_client._client import WorkerClient
 
 __all__ = ["Claim", "HeldClaims", "SandboxProvider"]
 
