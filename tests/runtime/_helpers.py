@@ -114,3 +114,44 @@ def turn_context(tmp_path: Path, harness: str, model: str, **changes: Any) -> Tu
         "resume": False,
     }
     return TurnContext(**{**fields, **changes})
+
+
+def warm_pids(engine: LocalEngine) -> dict[str, int]:
+    """Session id -> pid of each harness process the engine keeps (parked or pooled)."""
+    return {w.session_id: w.pid for w in engine.warm_processes()}
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return b") Z " not in handle.read()
+    except OSError:
+        return False
+
+
+def memory_holds(pid: int, needle: bytes) -> bool:
+    """Whether ``needle`` is anywhere in the process's readable memory (or its environment, command
+    line, or a file it maps)."""
+    for name in ("environ", "cmdline"):
+        if needle in Path(f"/proc/{pid}/{name}").read_bytes():
+            return True
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1]:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if len(fields) > 5 and fields[5].startswith("/") and Path(fields[5]).is_file():
+                try:
+                    if needle in Path(fields[5]).read_bytes():
+                        return True
+                except OSError:
+                    pass
+            try:
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+            except (OSError, OverflowError, ValueError):
+                continue
+    return False

@@ -15,11 +15,10 @@ import pytest
 
 from harness_run import AgentSpec, local
 from harness_run.runtime._process import descendants
-from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._helpers import API_KEY, processes_with, wait_until
-from .test_warm_processes import memory_holds
+from ._helpers import API_KEY, alive, memory_holds, processes_with, wait_until
+from ._helpers import warm_pids as pids
 
 pytestmark = pytest.mark.harness
 
@@ -34,18 +33,6 @@ def spec(**fields: object) -> AgentSpec:
 
 def secrets(model: ScriptedModel, key: str = API_KEY) -> dict[str, str]:
     return {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": key}
-
-
-def pids(engine: LocalEngine) -> dict[str, int]:
-    return {w.session_id: w.pid for w in engine.warm_processes()}
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return b") Z " not in handle.read()
-    except OSError:
-        return False
 
 
 async def test_a_sessions_turns_share_one_codex_process(model: ScriptedModel, workdir: Path) -> None:

@@ -16,55 +16,16 @@ from pathlib import Path
 import pytest
 
 from harness_run import AgentSpec, Secret, TurnConfig, local
-from harness_run.runtime.local import LocalEngine
 from harness_run.testing import ScriptedModel, shell, text
 
-from ._helpers import API_KEY, MODEL, model_secrets, processes_with, wait_until
+from ._helpers import API_KEY, MODEL, alive, memory_holds, model_secrets, processes_with, wait_until
+from ._helpers import warm_pids as pids
 
 pytestmark = pytest.mark.harness
 
 
 def spec(**fields: object) -> AgentSpec:
     return AgentSpec(**{"name": "warm", "harness": "claude-code", "model": MODEL, **fields})  # pyright: ignore[reportArgumentType]
-
-
-def pids(engine: LocalEngine) -> dict[str, int]:
-    return {w.session_id: w.pid for w in engine.warm_processes()}
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return b") Z " not in handle.read()
-    except OSError:
-        return False
-
-
-def memory_holds(pid: int, needle: bytes) -> bool:
-    """Whether ``needle`` is anywhere in the process's readable memory (or its environment, command
-    line, or a file it maps)."""
-    for name in ("environ", "cmdline"):
-        if needle in Path(f"/proc/{pid}/{name}").read_bytes():
-            return True
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-        for line in maps:
-            fields = line.split()
-            if "r" not in fields[1]:
-                continue
-            start, end = (int(x, 16) for x in fields[0].split("-"))
-            if len(fields) > 5 and fields[5].startswith("/") and Path(fields[5]).is_file():
-                try:
-                    if needle in Path(fields[5]).read_bytes():
-                        return True
-                except OSError:
-                    pass
-            try:
-                mem.seek(start)
-                if needle in mem.read(end - start):
-                    return True
-            except (OSError, OverflowError, ValueError):
-                continue
-    return False
 
 
 async def test_a_sessions_next_turn_is_written_to_the_same_process(
