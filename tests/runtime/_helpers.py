@@ -132,7 +132,14 @@ def alive(pid: int) -> bool:
 
 def memory_holds(pid: int, needle: bytes) -> bool:
     """Whether ``needle`` is anywhere in the process's readable memory (or its environment, command
-    line, or a file it maps)."""
+    line, or a file it maps); False for a process that is gone (it holds nothing)."""
+    try:
+        return _memory_holds(pid, needle)
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _memory_holds(pid: int, needle: bytes) -> bool:
     for name in ("environ", "cmdline"):
         if needle in Path(f"/proc/{pid}/{name}").read_bytes():
             return True
