@@ -219,7 +219,9 @@ def _usage_records(path: str | None) -> int:
 
 
 def _rollout(thread_id: str) -> str | None:
-    home = os.environ.get("CODEX_HOME") or os.path.expanduser("~/.codex")
+    home = os.environ.get("CODEX_HOME")  # the session's own, set by the driver
+    if not home:
+        return None
     found = sorted(glob.glob(os.path.join(home, "sessions", "*", "*", "*", f"rollout-*-{thread_id}.jsonl")))
     return found[-1] if found else None
 

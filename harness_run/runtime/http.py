@@ -4,61 +4,11 @@
 
 import warnings
 
-from harness_run.runtime.server_client import (
-    ApprovalList,
-    CreateSession,
-    Decision,
-    EngineList,
-    ErrorBody,
-    ExecOutput,
-    ExecRequest,
-    Health,
-    Interrupted,
-    KeyInfo,
-    ServerEngine,
-    ServerHistory,
-    ServerStore,
-    SessionList,
-    Steered,
-    SteerRequest,
-    TurnList,
-    TurnRequest,
-    TurnStarted,
-    Wire,
-    WorkspaceRequest,
-    connect,
-    event_id,
-    parse_event_id,
-)
+from harness_run.runtime import server_client as _new
+from harness_run.runtime.server_client import *  # noqa: F403 (the same names, under the old module)
 from harness_run.runtime.server_client import ServerEngine as HttpEngine
 
-__all__ = [
-    "ApprovalList",
-    "CreateSession",
-    "Decision",
-    "EngineList",
-    "ErrorBody",
-    "ExecOutput",
-    "ExecRequest",
-    "Health",
-    "HttpEngine",
-    "Interrupted",
-    "KeyInfo",
-    "ServerEngine",
-    "ServerHistory",
-    "ServerStore",
-    "SessionList",
-    "SteerRequest",
-    "Steered",
-    "TurnList",
-    "TurnRequest",
-    "TurnStarted",
-    "Wire",
-    "WorkspaceRequest",
-    "connect",
-    "event_id",
-    "parse_event_id",
-]
+__all__ = ["HttpEngine", *_new.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
 
 warnings.warn(
     "harness_run.runtime.http is deprecated: import from harness_run.runtime.server_client (the same "

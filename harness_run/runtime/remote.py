@@ -3,45 +3,10 @@ in-image worker). Importing it warns (``DeprecationWarning``); it goes in the re
 
 import warnings
 
-from harness_run.runtime.worker_client import (
-    Claim,
-    DeliverRequest,
-    DeliverResponse,
-    ErrorBody,
-    ExecRequest,
-    ExecResponse,
-    Health,
-    HeldClaims,
-    InterruptResponse,
-    SandboxProvider,
-    SteerRequest,
-    SteerResponse,
-    TurnInfo,
-    TurnRequest,
-    TurnStatus,
-    WorkerClient,
-    WorkerEngine,
-)
+from harness_run.runtime import worker_client as _new
+from harness_run.runtime.worker_client import *  # noqa: F403 (the same names, under the old module)
 
-__all__ = [
-    "Claim",
-    "DeliverRequest",
-    "DeliverResponse",
-    "ErrorBody",
-    "ExecRequest",
-    "ExecResponse",
-    "Health",
-    "HeldClaims",
-    "InterruptResponse",
-    "SandboxProvider",
-    "SteerRequest",
-    "SteerResponse",
-    "TurnInfo",
-    "TurnRequest",
-    "TurnStatus",
-    "WorkerClient",
-    "WorkerEngine",
-]
+__all__ = [*_new.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
 
 warnings.warn(
     "harness_run.runtime.remote is deprecated: import from harness_run.runtime.worker_client (the same "
